@@ -1,0 +1,232 @@
+"""Kody settings: one module, driven by environment variables.
+
+With nothing set, Kody runs on embedded defaults under ``var/`` (Postgres with pgvector via
+``pgserver``, a local Redis, filesystem storages, billing off). Each variable below switches
+one part to a real service; the README lists them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from config.env import envbool, envint, envlist, envstr
+from kody import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = embedded.var_dir()
+
+DEBUG = envbool("KODY_DEBUG", True)
+# The development key only exists so a clean checkout boots; production must set one
+# (``check --deploy`` flags its short length and ``KODY_DEBUG=0`` refuses to start without it).
+SECRET_KEY = envstr("KODY_SECRET_KEY") or ("dev-insecure-key" if DEBUG else "")
+if not SECRET_KEY:
+    raise RuntimeError("KODY_SECRET_KEY must be set when KODY_DEBUG=0")
+
+ALLOWED_HOSTS = envlist("KODY_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = envlist("KODY_CSRF_TRUSTED_ORIGINS", [])
+SITE_URL = envstr("KODY_SITE_URL", "http://127.0.0.1:8000")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "kody",
+    "apps.accounts",
+    "apps.entitlements",
+    "apps.mailbox",
+    "apps.system_email",
+    "apps.packages",
+    "apps.community",
+    "apps.jobs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Databases ---------------------------------------------------------------------------
+# ``default`` holds the public schema and every per-user actor schema; ``audit`` holds the
+# security audit trail (the original's AUDIT_DB). Embedded mode puts both on one server.
+
+
+def _database(url_var: str, embedded_name: str) -> dict:
+    url = envstr(url_var)
+    if url:
+        config = dj_database_url.parse(url, conn_max_age=envint("KODY_DB_CONN_MAX_AGE", 60))
+    else:
+        config = {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": embedded_name,
+            "USER": "postgres",
+            "PASSWORD": "",
+            "HOST": str(embedded.postgres_socket_dir()),
+            "PORT": "",
+            "CONN_MAX_AGE": 0,
+        }
+    config.setdefault("TEST", {})["NAME"] = f"test_{config['NAME']}"
+    return config
+
+
+DATABASES = {
+    "default": _database("DATABASE_URL", "kody"),
+    "audit": _database("AUDIT_DATABASE_URL", "kody_audit"),
+}
+if not envstr("AUDIT_DATABASE_URL") and envstr("DATABASE_URL"):
+    # One real server, two databases: the audit trail lives beside the app database.
+    DATABASES["audit"] = {**DATABASES["default"], "NAME": f"{DATABASES['default']['NAME']}_audit"}
+    DATABASES["audit"]["TEST"] = {"NAME": f"test_{DATABASES['audit']['NAME']}"}
+DATABASE_ROUTERS = ["config.routers.AuditRouter"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_USER_MODEL = "accounts.User"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/login"
+LOGIN_REDIRECT_URL = "/account"
+
+# --- Cache and broker --------------------------------------------------------------------
+REDIS_URL = envstr("REDIS_URL") or embedded.redis_url()
+
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "kody",
+        "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+    }
+}
+
+
+def _broker_url(redis_url: str) -> str:
+    # kombu spells unix sockets ``redis+socket://``.
+    if redis_url.startswith("unix://"):
+        return "redis+socket://" + redis_url.removeprefix("unix://")
+    return redis_url
+
+
+CELERY_BROKER_URL = envstr("CELERY_BROKER_URL") or _broker_url(REDIS_URL)
+CELERY_RESULT_BACKEND = envstr("CELERY_RESULT_BACKEND") or _broker_url(REDIS_URL)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+
+# Per-user actor calls hash the stable user id onto one of this many shard queues.
+KODY_ACTOR_SHARDS = envint("KODY_ACTOR_SHARDS", 4)
+KODY_ACTORS_INLINE = envbool("KODY_ACTORS_INLINE", False)
+KODY_ACTOR_CALL_TIMEOUT = envint("KODY_ACTOR_CALL_TIMEOUT", 30)
+
+# --- Storages (one per R2 bucket of the original) ------------------------------------------
+BUCKETS = ("email_blobs", "community_assets", "repo_session_blobs", "user_avatars")
+S3_ENDPOINT_URL = envstr("KODY_S3_ENDPOINT_URL")
+S3_BUCKET_PREFIX = envstr("KODY_S3_BUCKET_PREFIX", "kody-")
+USE_S3 = bool(envstr("KODY_S3_ENDPOINT_URL") or envstr("AWS_ACCESS_KEY_ID"))
+
+
+def _bucket_storage(name: str) -> dict:
+    # Avatars live inside the community-assets bucket under ``user-avatars/`` (seed key format).
+    bucket, location = (
+        ("community_assets", "user-avatars") if name == "user_avatars" else (name, "")
+    )
+    if USE_S3:
+        return {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": S3_BUCKET_PREFIX + bucket.replace("_", "-"),
+                "endpoint_url": S3_ENDPOINT_URL or None,
+                "location": location,
+                "file_overwrite": True,
+                "default_acl": None,
+                "querystring_auth": True,
+            },
+        }
+    root = VAR_DIR / "blobs" / bucket
+    return {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(root / location) if location else str(root)},
+    }
+
+
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    **{name: _bucket_storage(name) for name in BUCKETS},
+}
+MEDIA_ROOT = VAR_DIR / "media"
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+
+# --- Stripe ------------------------------------------------------------------------------
+STRIPE_SECRET_KEY = envstr("STRIPE_SECRET_KEY")
+STRIPE_WEBHOOK_SECRET = envstr("STRIPE_WEBHOOK_SECRET")
+STRIPE_API_BASE = envstr("STRIPE_API_BASE")  # tests point stripe-python at a local fake
+BILLING_ENABLED = bool(STRIPE_SECRET_KEY)
+
+# --- API ---------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {"TITLE": "Kody API", "VERSION": "1.0.0"}
+
+# --- Security ----------------------------------------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SECURE = not DEBUG
+CSRF_COOKIE_SECURE = not DEBUG
+SECURE_SSL_REDIRECT = envbool("KODY_SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = envint("KODY_HSTS_SECONDS", 0 if DEBUG else 31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
+SECURE_HSTS_PRELOAD = not DEBUG
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+X_FRAME_OPTIONS = "DENY"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": envstr("KODY_LOG_LEVEL", "INFO")},
+}

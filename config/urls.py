@@ -1,0 +1,10 @@
+from django.contrib import admin
+from django.urls import path
+
+from kody import views as kernel_views
+
+urlpatterns = [
+    path("", kernel_views.home, name="home"),
+    path("healthz", kernel_views.healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class KodyConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "kody"
+    label = "kody"
+    verbose_name = "Kody platform kernel"
