@@ -81,6 +81,10 @@ TEMPLATES = [
 # security audit trail (the original's AUDIT_DB). Embedded mode puts both on one server.
 
 
+# Lets several checkouts (or agents) share one server without sharing test databases.
+_TEST_SUFFIX = envstr("KODY_TEST_DB_SUFFIX")
+
+
 def _database(url_var: str, embedded_name: str) -> dict:
     url = envstr(url_var)
     if url:
@@ -95,7 +99,7 @@ def _database(url_var: str, embedded_name: str) -> dict:
             "PORT": "",
             "CONN_MAX_AGE": 0,
         }
-    config.setdefault("TEST", {})["NAME"] = f"test_{config['NAME']}"
+    config.setdefault("TEST", {})["NAME"] = f"test_{config['NAME']}{_TEST_SUFFIX}"
     return config
 
 
@@ -106,7 +110,7 @@ DATABASES = {
 if not envstr("AUDIT_DATABASE_URL") and envstr("DATABASE_URL"):
     # One real server, two databases: the audit trail lives beside the app database.
     DATABASES["audit"] = {**DATABASES["default"], "NAME": f"{DATABASES['default']['NAME']}_audit"}
-    DATABASES["audit"]["TEST"] = {"NAME": f"test_{DATABASES['audit']['NAME']}"}
+    DATABASES["audit"]["TEST"] = {"NAME": f"test_{DATABASES['audit']['NAME']}{_TEST_SUFFIX}"}
 DATABASE_ROUTERS = ["config.routers.AuditRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
