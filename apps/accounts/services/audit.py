@@ -1,0 +1,99 @@
+"""Security audit trail: one row per auth/account/admin/oauth event in the ``audit`` database.
+
+Design note: rows identify people only by keyed hashes (HMAC-SHA256 under SECRET_KEY) of the
+normalized email and of the client IP, so the trail can answer "what happened to this address"
+without storing the address. Never pass message content, tokens or passwords in ``reason``.
+Recording is best-effort: an unavailable audit database is logged and skipped rather than
+failing the user's request (the original treated AUDIT_DB the same way).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import DatabaseError
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+CATEGORIES = frozenset({"account", "admin", "auth", "oauth"})
+RESULTS = frozenset({"success", "failure", "rate_limited"})
+RETENTION_DAYS = 180
+REASON_MAX = 200
+_EMAIL_RE = re.compile(r"[^\s@<>\"']+@[^\s@<>\"']+")
+
+
+def keyed_hash(value: str) -> str:
+    return hmac.new(settings.SECRET_KEY.encode(), value.encode(), hashlib.sha256).hexdigest()
+
+
+def email_hash(email: str) -> str:
+    return keyed_hash("email:" + email.strip().lower())
+
+
+def ip_hash(ip: str) -> str:
+    return keyed_hash("ip:" + ip.strip())
+
+
+def clean_reason(reason: str | None) -> str | None:
+    if reason is None:
+        return None
+    return _EMAIL_RE.sub("[email]", reason)[:REASON_MAX]
+
+
+def record(
+    *,
+    category: str,
+    action: str,
+    result: str,
+    email: str | None = None,
+    ip: str | None = None,
+    client_id: str | None = None,
+    path: str | None = None,
+    reason: str | None = None,
+) -> None:
+    if category not in CATEGORIES:
+        raise ValueError(f"unknown audit category {category!r}")
+    if result not in RESULTS:
+        raise ValueError(f"unknown audit result {result!r}")
+    from apps.accounts.models import AuditEvent
+
+    try:
+        AuditEvent.objects.create(
+            category=category,
+            action=action[:100],
+            result=result,
+            email_hash=email_hash(email) if email else None,
+            ip_hash=ip_hash(ip) if ip else None,
+            client_id=client_id,
+            path=path[:500] if path else None,
+            reason=clean_reason(reason),
+            timestamp=timezone.now(),
+        )
+    except DatabaseError:
+        logger.exception("audit write skipped category=%s action=%s", category, action)
+
+
+def prune(*, batch_size: int = 1000, max_batches: int = 50) -> int:
+    """Delete rows older than the retention window in bounded batches; returns rows deleted."""
+    from apps.accounts.models import AuditEvent
+
+    cutoff = timezone.now() - timedelta(days=RETENTION_DAYS)
+    deleted = 0
+    for _ in range(max_batches):
+        ids = list(
+            AuditEvent.objects.filter(timestamp__lt=cutoff)
+            .order_by("timestamp")
+            .values_list("pk", flat=True)[:batch_size]
+        )
+        if not ids:
+            break
+        deleted += AuditEvent.objects.filter(pk__in=ids).delete()[0]
+        if len(ids) < batch_size:
+            break
+    return deleted
