@@ -11,7 +11,8 @@ from pathlib import Path
 
 import dj_database_url
 
-from config.env import envbool, envint, envlist, envstr
+from config.buckets import bucket_storages
+from config.env import envbool, envchoice, envint, envlist, envstr
 from kody import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -49,6 +50,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -159,45 +161,31 @@ KODY_ACTORS_INLINE = envbool("KODY_ACTORS_INLINE", False)
 KODY_ACTOR_CALL_TIMEOUT = envint("KODY_ACTOR_CALL_TIMEOUT", 30)
 
 # --- Storages (one per R2 bucket of the original) ------------------------------------------
-BUCKETS = ("email_blobs", "community_assets", "repo_session_blobs", "user_avatars")
 S3_ENDPOINT_URL = envstr("KODY_S3_ENDPOINT_URL")
 S3_BUCKET_PREFIX = envstr("KODY_S3_BUCKET_PREFIX", "kody-")
-USE_S3 = bool(envstr("KODY_S3_ENDPOINT_URL") or envstr("AWS_ACCESS_KEY_ID"))
-
-
-def _bucket_storage(name: str) -> dict:
-    # Avatars live inside the community-assets bucket under ``user-avatars/`` (seed key format).
-    bucket, location = (
-        ("community_assets", "user-avatars") if name == "user_avatars" else (name, "")
-    )
-    if USE_S3:
-        return {
-            "BACKEND": "storages.backends.s3.S3Storage",
-            "OPTIONS": {
-                "bucket_name": S3_BUCKET_PREFIX + bucket.replace("_", "-"),
-                "endpoint_url": S3_ENDPOINT_URL or None,
-                "location": location,
-                "file_overwrite": True,
-                "default_acl": None,
-                "querystring_auth": True,
-            },
-        }
-    root = VAR_DIR / "blobs" / bucket
-    return {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": str(root / location) if location else str(root)},
-    }
-
+# ``s3`` uses AWS credentials from the usual boto3 sources (AWS_ACCESS_KEY_ID, roles, ...).
+KODY_STORAGE = envchoice("KODY_STORAGE", "s3" if S3_ENDPOINT_URL else "filesystem", ("filesystem", "s3"))
+USE_S3 = KODY_STORAGE == "s3"
 
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    **{name: _bucket_storage(name) for name in BUCKETS},
+    # WhiteNoise serves static files from the ASGI process; DEBUG serves them from the source
+    # folders, production from ``collectstatic`` output (compressed, hashed names).
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+    **bucket_storages(
+        use_s3=USE_S3, endpoint_url=S3_ENDPOINT_URL, bucket_prefix=S3_BUCKET_PREFIX, var_dir=VAR_DIR
+    ),
 }
 MEDIA_ROOT = VAR_DIR / "media"
 STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
 
 # --- Stripe ------------------------------------------------------------------------------
 STRIPE_SECRET_KEY = envstr("STRIPE_SECRET_KEY")

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+from django.core.files.storage import FileSystemStorage, Storage, storages
+
+from config.buckets import BUCKETS
+
+_S3_DELETE_BATCH = 1000  # the S3 DeleteObjects limit
+
+
+def bucket(name: str) -> Storage:
+    if name not in BUCKETS:
+        raise KeyError(f"unknown bucket {name!r}; known: {', '.join(BUCKETS)}")
+    return storages[name]
+
+
+def _is_s3(storage: Storage) -> bool:
+    return hasattr(storage, "bucket") and hasattr(storage, "bucket_name")
+
+
+def list_prefix(name: str, prefix: str) -> Iterator[str]:
+    """Yield every key under ``prefix`` (keys relative to the bucket's storage root)."""
+    storage = bucket(name)
+    if _is_s3(storage):
+        location = storage.location.rstrip("/") + "/" if storage.location else ""
+        for obj in storage.bucket.objects.filter(Prefix=location + prefix):
+            yield obj.key[len(location):]
+        return
+    assert isinstance(storage, FileSystemStorage)
+    root = storage.location
+    if not os.path.isdir(root):
+        return
+    # Walk only the directory that can hold the prefix, not the whole bucket.
+    head = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+    start = os.path.join(root, head)
+    if not os.path.isdir(start):
+        return
+    for dirpath, _dirs, files in os.walk(start):
+        for filename in files:
+            key = os.path.relpath(os.path.join(dirpath, filename), root).replace(os.sep, "/")
+            if key.startswith(prefix):
+                yield key
+
+
+def purge_prefix(name: str, prefix: str) -> int:
+    """Delete every key under ``prefix``; idempotent, returns how many objects went away."""
+    if not prefix:
+        raise ValueError("refusing to purge an empty prefix (the whole bucket)")
+    storage = bucket(name)
+    keys = list(list_prefix(name, prefix))
+    if _is_s3(storage):
+        location = storage.location.rstrip("/") + "/" if storage.location else ""
+        for start in range(0, len(keys), _S3_DELETE_BATCH):
+            chunk = keys[start : start + _S3_DELETE_BATCH]
+            storage.bucket.delete_objects(
+                Delete={"Objects": [{"Key": location + key} for key in chunk], "Quiet": True}
+            )
+        return len(keys)
+    for key in keys:
+        storage.delete(key)
+    _remove_empty_dirs(storage, prefix)
+    return len(keys)
+
+
+def _remove_empty_dirs(storage: FileSystemStorage, prefix: str) -> None:
+    if "/" not in prefix:
+        return
+    directory = os.path.join(storage.location, prefix.rsplit("/", 1)[0])
+    while directory.startswith(storage.location) and directory != storage.location:
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return
+        directory = os.path.dirname(directory)

@@ -1,0 +1,115 @@
+"""Run the whole of Kody in the foreground: migrations, web, workers and beat.
+
+This is README command one's last step. Every child runs in its own process group; if any
+child exits, the others are stopped and the command exits non-zero, so a supervisor (or a
+person at a terminal) sees a failure instead of a half-running system.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandParser
+
+
+def _celery_commands(python: str) -> list[tuple[str, list[str]]]:
+    try:
+        from kody.actors.topology import worker_commands
+    except ImportError:
+        worker_commands = None
+    if worker_commands is not None:
+        return [(_name_of(argv), argv) for argv in worker_commands(python)]
+    base = [python, "-m", "celery", "-A", "config", "--workdir", str(settings.BASE_DIR)]
+    beat_schedule = str(settings.VAR_DIR / "celerybeat-schedule")
+    return [
+        ("worker", [*base, "worker", "-Q", "default", "-c", "1", "-l", "INFO"]),
+        ("beat", [*base, "beat", "-s", beat_schedule, "-l", "INFO"]),
+    ]
+
+
+def _name_of(argv: list[str]) -> str:
+    if "beat" in argv:
+        return "beat"
+    if "-Q" in argv:
+        return "worker[" + argv[argv.index("-Q") + 1] + "]"
+    return "worker"
+
+
+class Command(BaseCommand):
+    help = "Apply migrations, then run web (uvicorn), Celery workers and beat until interrupted."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default=os.environ.get("KODY_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("KODY_PORT", "8000")))
+        parser.add_argument("--no-workers", action="store_true", help="Run the web process only.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("migrate", database="audit", interactive=False, verbosity=0)
+        self.stdout.write("Migrations applied (default and audit).")
+
+        python = sys.executable
+        children = [
+            (
+                "web",
+                [
+                    python, "-m", "uvicorn", "config.asgi:application",
+                    "--host", options["host"], "--port", str(options["port"]),
+                    "--app-dir", str(settings.BASE_DIR),
+                ],
+            )
+        ]
+        if not options["no_workers"]:
+            children += _celery_commands(python)
+
+        procs = [(name, subprocess.Popen(argv, start_new_session=True)) for name, argv in children]
+        url = f"http://{options['host']}:{options['port']}/"
+        self.stdout.write(self.style.SUCCESS(f"Kody is starting: open {url}"))
+        self.stdout.write(
+            "Processes: " + ", ".join(f"{name} (pid {proc.pid})" for name, proc in procs)
+        )
+        self.stdout.write(
+            "Create the first operator account with:\n"
+            "  .venv/bin/python manage.py create_user you@example.com --username you --staff\n"
+            "then sign in at " + url + "admin/ . Stop everything with Ctrl-C."
+        )
+        sys.stdout.flush()
+        code = self._supervise(procs)
+        sys.exit(code)
+
+    def _supervise(self, procs: list[tuple[str, subprocess.Popen]]) -> int:
+        stopping = False
+
+        def stop(signum: int, frame: object) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        exited: tuple[str, int] | None = None
+        while not stopping and exited is None:
+            for name, proc in procs:
+                if proc.poll() is not None:
+                    exited = (name, proc.returncode)
+                    break
+            time.sleep(0.2)
+        for _, proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for _, proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        if exited is not None:
+            self.stderr.write(f"{exited[0]} exited with status {exited[1]}; stopped the rest.")
+            return 1
+        return 0
