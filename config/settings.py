@@ -105,14 +105,17 @@ def _database(url_var: str, embedded_name: str) -> dict:
     return config
 
 
-DATABASES = {
-    "default": _database("DATABASE_URL", "kody"),
-    "audit": _database("AUDIT_DATABASE_URL", "kody_audit"),
-}
-if not envstr("AUDIT_DATABASE_URL") and envstr("DATABASE_URL"):
+DATABASES = {"default": _database("DATABASE_URL", "kody")}
+if envstr("AUDIT_DATABASE_URL") or not envstr("DATABASE_URL"):
+    DATABASES["audit"] = _database("AUDIT_DATABASE_URL", "kody_audit")
+else:
     # One real server, two databases: the audit trail lives beside the app database.
-    DATABASES["audit"] = {**DATABASES["default"], "NAME": f"{DATABASES['default']['NAME']}_audit"}
-    DATABASES["audit"]["TEST"] = {"NAME": f"test_{DATABASES['audit']['NAME']}{_TEST_SUFFIX}"}
+    _audit_name = f"{DATABASES['default']['NAME']}_audit"
+    DATABASES["audit"] = {
+        **DATABASES["default"],
+        "NAME": _audit_name,
+        "TEST": {"NAME": f"test_{_audit_name}{_TEST_SUFFIX}"},
+    }
 DATABASE_ROUTERS = ["config.routers.AuditRouter"]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

