@@ -1,0 +1,390 @@
+"""Operator admin for identity and platform configuration.
+
+Credential columns (password hash, token hashes, TOTP secrets, passkey keys, ciphertexts, lease
+tokens) are never rendered: each admin excludes them from its form, detail and list views.
+Tables whose truth is written elsewhere (the audit trail, ledgers, token tables) are view-only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.db import models
+from django.http import HttpRequest
+from django.utils import timezone
+
+from apps.accounts import models as m
+from apps.accounts.models.users import normalize_email, stable_user_id_for
+
+
+class ReadOnlyModelAdmin(admin.ModelAdmin):
+    """View-only admin: every concrete column except ``exclude`` is shown read-only."""
+
+    allow_delete = False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.allow_delete and super().has_delete_permission(request, obj)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        hidden = set(self.exclude or ())
+        return [f.name for f in self.model._meta.concrete_fields if f.name not in hidden]
+
+
+# --- users ----------------------------------------------------------------------------------
+
+
+class UserChangeForm(forms.ModelForm):
+    class Meta:
+        model = m.User
+        exclude = ("password",)
+
+
+_STAMPS = (
+    "first_mcp_connected_at",
+    "first_execute_at",
+    "first_search_at",
+    "first_saved_package_at",
+    "first_secret_at",
+    "first_integration_at",
+    "first_job_at",
+    "mcp_client_name",
+    "last_active_at",
+)
+_ATTRIBUTION = (
+    "utm_source",
+    "utm_medium",
+    "utm_campaign",
+    "utm_term",
+    "utm_content",
+    "first_touch_landing_path",
+    "first_touch_referrer",
+)
+
+
+@admin.register(m.User)
+class UserAdmin(DjangoUserAdmin):
+    form = UserChangeForm
+    list_display = ("username", "email", "plan", "account_type", "is_staff", "created_at")
+    list_filter = ("plan", "account_type", "is_staff", "is_superuser", "is_active")
+    search_fields = ("username", "email", "stable_user_id")
+    ordering = ("-created_at",)
+    readonly_fields = (
+        "stable_user_id",
+        "created_at",
+        "updated_at",
+        "last_login",
+        "password_changed_at",
+        "deleting_at",
+        "active_write_count",
+        "active_write_expires_at",
+        "second_agent_standard_gift_granted_at",
+        *_ATTRIBUTION,
+        *_STAMPS,
+    )
+    fieldsets = (
+        (None, {"fields": ("username", "email", "stable_user_id", "account_type")}),
+        ("Profile", {"fields": ("display_name", "bio", "profile_visibility", "avatar_key")}),
+        (
+            "Plan and billing",
+            {
+                "fields": (
+                    "plan",
+                    "stripe_customer_id",
+                    "stripe_plan",
+                    "stripe_plan_refreshed_at",
+                    "second_agent_standard_gift_granted_at",
+                    "second_agent_standard_gift_expires_at",
+                    "referral_standard_credit_expires_at",
+                )
+            },
+        ),
+        (
+            "Status",
+            {
+                "fields": (
+                    "is_active",
+                    "email_verified_at",
+                    "verification_email_status",
+                    "verification_email_status_at",
+                    "verification_email_error",
+                    "suspended_at",
+                    "email_outbound_paused_at",
+                    "deleting_at",
+                    "active_write_count",
+                    "active_write_expires_at",
+                    "experiments_opt_in",
+                )
+            },
+        ),
+        (
+            "Job retention (days; empty = platform default)",
+            {
+                "fields": (
+                    "job_retention_success_once_days",
+                    "job_retention_failed_once_days",
+                    "job_retention_disabled_recurring_days",
+                )
+            },
+        ),
+        ("Attribution", {"classes": ("collapse",), "fields": _ATTRIBUTION}),
+        ("Activation", {"classes": ("collapse",), "fields": _STAMPS}),
+        ("Permissions", {"fields": ("is_staff", "is_superuser", "groups", "user_permissions")}),
+        ("Dates", {"fields": ("last_login", "created_at", "updated_at", "password_changed_at")}),
+    )
+    add_fieldsets = (
+        (
+            None,
+            {
+                "classes": ("wide",),
+                "fields": ("username", "email", "usable_password", "password1", "password2"),
+            },
+        ),
+    )
+
+    def save_model(self, request: HttpRequest, obj: m.User, form: Any, change: bool) -> None:
+        if not obj.stable_user_id:
+            # Same identity minting as signup; later email changes never remint it.
+            obj.email = normalize_email(obj.email)
+            obj.stable_user_id = stable_user_id_for(obj.email)
+        super().save_model(request, obj, form, change)
+
+
+# --- identity -------------------------------------------------------------------------------
+
+
+@admin.register(m.UserEmailClaim)
+class UserEmailClaimAdmin(admin.ModelAdmin):
+    list_display = ("email", "user", "status", "claimed_at", "released_at")
+    list_filter = ("status",)
+    search_fields = ("email",)
+    raw_id_fields = ("user",)
+    readonly_fields = ("created_at", "updated_at")
+
+
+class TokenAdmin(ReadOnlyModelAdmin):
+    allow_delete = True  # deleting a row revokes the link
+    exclude = ("token_hash",)
+    list_display = ("user", "expires_at", "created_at")
+    raw_id_fields = ("user",)
+
+
+@admin.register(m.PasswordReset)
+class PasswordResetAdmin(TokenAdmin):
+    pass
+
+
+@admin.register(m.EmailVerification)
+class EmailVerificationAdmin(TokenAdmin):
+    pass
+
+
+@admin.register(m.PendingEmailChange)
+class PendingEmailChangeAdmin(TokenAdmin):
+    list_display = ("user", "new_email", "expires_at", "created_at")
+
+
+@admin.register(m.PendingEmailClaimRelease)
+class PendingEmailClaimReleaseAdmin(TokenAdmin):
+    list_display = ("user", "email", "expires_at", "created_at")
+
+
+@admin.register(m.Verification)
+class VerificationAdmin(ReadOnlyModelAdmin):
+    allow_delete = True  # resets a user's second factor
+    exclude = ("secret",)
+    list_display = ("type", "target", "expires_at", "created_at")
+    search_fields = ("target",)
+
+
+@admin.register(m.Passkey)
+class PasskeyAdmin(ReadOnlyModelAdmin):
+    allow_delete = True
+    exclude = ("public_key",)
+    list_display = ("name", "user", "device_type", "backed_up", "last_used_at", "created_at")
+    raw_id_fields = ("user",)
+
+
+@admin.register(m.OAuthConnection)
+class OAuthConnectionAdmin(ReadOnlyModelAdmin):
+    allow_delete = True
+    list_display = ("provider_name", "provider_display_name", "user", "created_at")
+    list_filter = ("provider_name",)
+
+
+@admin.register(m.Invite)
+class InviteAdmin(admin.ModelAdmin):
+    list_display = ("code", "plan", "use_count", "max_uses", "expires_at", "revoked_at")
+    list_filter = ("plan",)
+    search_fields = ("code", "note")
+    raw_id_fields = ("created_by",)
+
+
+@admin.register(m.UsernameRedirect)
+class UsernameRedirectAdmin(ReadOnlyModelAdmin):
+    allow_delete = True
+    list_display = ("old_username", "user_id", "created_at")
+    search_fields = ("old_username", "user_id")
+
+
+@admin.register(m.AccountWriteLeaseRepair)
+class AccountWriteLeaseRepairAdmin(ReadOnlyModelAdmin):
+    exclude = ("lease_token",)
+    list_display = ("target_user_id", "repaired_by_user_id", "lease_holder", "created_at")
+    search_fields = ("target_user_id",)
+
+
+@admin.register(m.McpAgentSession)
+class McpAgentSessionAdmin(ReadOnlyModelAdmin):
+    list_display = ("do_id", "user_id", "created_at")
+    search_fields = ("user_id",)
+
+
+@admin.register(m.AuditEvent)
+class AuditEventAdmin(ReadOnlyModelAdmin):
+    list_display = ("timestamp", "category", "action", "result", "path")
+    list_filter = ("category", "result")
+    search_fields = ("action", "email_hash")
+    date_hierarchy = "timestamp"
+
+
+# --- flags and platform config --------------------------------------------------------------
+
+
+@admin.register(m.FeatureFlag)
+class FeatureFlagAdmin(admin.ModelAdmin):
+    list_display = ("key", "enabled", "rollout_percent", "updated_at")
+    list_filter = ("enabled",)
+    search_fields = ("key", "note")
+    raw_id_fields = ("updated_by",)
+
+
+@admin.register(m.FeatureFlagUserOverride)
+class FeatureFlagUserOverrideAdmin(admin.ModelAdmin):
+    list_display = ("flag_key", "user", "enabled", "updated_at")
+    list_filter = ("enabled",)
+    search_fields = ("flag_key",)
+    raw_id_fields = ("user", "updated_by")
+
+
+@admin.register(m.FeatureFlagExposureRollup)
+class FeatureFlagExposureRollupAdmin(ReadOnlyModelAdmin):
+    list_display = ("flag_key", "day", "enabled", "source", "exposure_count")
+    list_filter = ("enabled", "source")
+
+
+@admin.register(m.PlatformOAuthApp)
+class PlatformOAuthAppAdmin(admin.ModelAdmin):
+    # The client secret is set through the platform-app service, which encrypts it.
+    exclude = ("client_secret_encrypted",)
+    list_display = ("slug", "provider", "label", "flow", "enabled")
+    list_filter = ("enabled", "flow")
+    readonly_fields = ("created_at", "updated_at")
+
+
+@admin.register(m.SiteBanner)
+class SiteBannerAdmin(admin.ModelAdmin):
+    list_display = ("title", "enabled", "priority", "severity", "audience", "starts_at", "ends_at")
+    list_filter = ("enabled", "severity", "audience")
+    raw_id_fields = ("created_by", "updated_by")
+    readonly_fields = ("created_at", "updated_at")
+
+
+@admin.register(m.SiteBannerDismissal)
+class SiteBannerDismissalAdmin(ReadOnlyModelAdmin):
+    allow_delete = True
+    list_display = ("banner", "user", "dismissed_at")
+
+
+@admin.register(m.PlatformProviderMark)
+class PlatformProviderMarkAdmin(admin.ModelAdmin):
+    list_display = ("slug", "label", "logo_content_type", "updated_at")
+    search_fields = ("slug", "label")
+    readonly_fields = ("created_at", "updated_at")
+
+
+@admin.register(m.PlatformFeedback)
+class PlatformFeedbackAdmin(admin.ModelAdmin):
+    list_display = ("summary", "category", "status", "submitter_username", "created_at")
+    list_filter = ("status", "category")
+    search_fields = ("summary", "submitter_username")
+    fields = (
+        "summary",
+        "details",
+        "category",
+        "submitter_username",
+        "submitter_email",
+        "submitter_user_id",
+        "status",
+        "admin_note",
+        "reviewed_by_user_id",
+        "reviewed_at",
+        "revision",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = (
+        "summary",
+        "details",
+        "category",
+        "submitter_username",
+        "submitter_email",
+        "submitter_user_id",
+        "reviewed_by_user_id",
+        "reviewed_at",
+        "revision",
+        "created_at",
+        "updated_at",
+    )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # feedback is only ever submitted by its author
+
+    def save_model(
+        self, request: HttpRequest, obj: m.PlatformFeedback, form: Any, change: bool
+    ) -> None:
+        now = timezone.now()
+        obj.reviewed_by_user_id = getattr(request.user, "stable_user_id", None)
+        obj.reviewed_at = now
+        obj.updated_at = now
+        obj.revision = models.F("revision") + 1
+        super().save_model(request, obj, form, change)
+        obj.refresh_from_db(fields=["revision"])
+
+
+# --- lifecycle mail and referrals -----------------------------------------------------------
+
+
+@admin.register(m.UserUsageCampaign)
+class UserUsageCampaignAdmin(ReadOnlyModelAdmin):
+    list_display = ("user_id", "state", "send_count", "ever_activated", "last_evaluated_at")
+    list_filter = ("state", "ever_activated", "cooling_terminal")
+    search_fields = ("user_id",)
+
+
+@admin.register(m.UserUsageCampaignSend)
+class UserUsageCampaignSendAdmin(ReadOnlyModelAdmin):
+    list_display = ("user_id", "state", "template", "send_index", "sent_at")
+    list_filter = ("state", "template")
+    search_fields = ("user_id",)
+
+
+@admin.register(m.UserTipsEmailOptOut)
+class UserTipsEmailOptOutAdmin(ReadOnlyModelAdmin):
+    list_display = ("user_id", "opted_out_at")
+    search_fields = ("user_id",)
+
+
+@admin.register(m.Referral)
+class ReferralAdmin(ReadOnlyModelAdmin):
+    list_display = ("referrer_stable_user_id", "referee_stable_user_id", "status", "created_at")
+    list_filter = ("status",)
+    search_fields = ("referrer_stable_user_id", "referee_stable_user_id", "reward_invoice_id")

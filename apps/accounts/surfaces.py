@@ -71,22 +71,125 @@ class OutOfBandSurface:
 # same list. Each app owns its own block; keep blocks in dependency order.
 USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
     # --- accounts -------------------------------------------------------------------------
+    TableTarget("feature_flag_exposure_rollups", Match.USER_ID),
+    TableTarget("mcp_agent_sessions", Match.USER_ID),
+    TableTarget(
+        "account_write_lease_repairs",
+        Match.REPLACE_USER_COLUMN,
+        columns=("target_user_id", "repaired_by_user_id"),
+        export=False,
+        redact=("lease_token",),
+        note="admin repair audit log: the row stays, the user reference is rewritten",
+    ),
+    TableTarget(
+        "platform_feedback",
+        Match.USER_COLUMNS,
+        columns=("submitter_user_id",),
+        redact=("reviewed_by_user_id", "reviewed_at", "admin_note"),
+        note="the submitter's own rows; internal review metadata is redacted in export",
+    ),
+    TableTarget(
+        "platform_feedback",
+        Match.NULL_USER_COLUMN,
+        columns=("reviewed_by_user_id",),
+        export=False,
+        note="a deleted admin reviewer: also clears reviewed_at and admin_note",
+    ),
+    TableTarget("user_usage_campaign_sends", Match.USER_ID),
+    TableTarget("user_usage_campaigns", Match.USER_ID),
+    TableTarget("user_tips_email_opt_outs", Match.USER_ID),
+    TableTarget(
+        "referrals",
+        Match.USER_COLUMNS,
+        columns=("referrer_stable_user_id", "referee_stable_user_id"),
+        note="either party's row; the other party's id is replaced with [redacted] in export",
+    ),
+    TableTarget("username_redirects", Match.USER_ID),
     # --- entitlements ---------------------------------------------------------------------
+    TableTarget("usage_rollups", Match.USER_ID),
+    TableTarget("compute_overage_invoices", Match.USER_ID),
+    TableTarget(
+        "usage_events",
+        Match.USER_ID,
+        export=False,
+        note="append-only telemetry (the Analytics Engine stand-in); reporting only",
+    ),
     # --- packages -------------------------------------------------------------------------
     # --- community ------------------------------------------------------------------------
     # --- mailbox --------------------------------------------------------------------------
     # --- jobs -----------------------------------------------------------------------------
+    TableTarget("archived_job_artifacts", Match.USER_ID),
+    TableTarget("jobs", Match.USER_ID, redact=("claim_token",)),
     # --- accounts (identity rows last: they hang off users.id) ----------------------------
+    TableTarget("site_banner_dismissals", Match.DB_USER_ID),
+    TableTarget("feature_flag_user_overrides", Match.DB_USER_ID),
+    TableTarget("oauth_connections", Match.DB_USER_ID),
+    TableTarget("passkeys", Match.DB_USER_ID, redact=("public_key",)),
+    TableTarget("verifications", Match.DB_USER_TARGET, columns=("target",), redact=("secret",)),
+    TableTarget("email_verifications", Match.DB_USER_ID, redact=("token_hash",)),
+    TableTarget("pending_email_changes", Match.DB_USER_ID, redact=("token_hash",)),
+    TableTarget("pending_email_claim_releases", Match.DB_USER_ID, redact=("token_hash",)),
+    TableTarget("password_resets", Match.DB_USER_ID, redact=("token_hash",)),
+    TableTarget("access_tokens", Match.DB_USER_ID, redact=("token_hash",)),
+    TableTarget(
+        "user_email_claims",
+        Match.DB_USER_ID,
+        note="released once the account is gone, so the addresses can sign up again",
+    ),
+    # Django's auth M2M tables stand in for the original user_roles (db_user_id).
+    TableTarget("users_groups", Match.DB_USER_ID),
+    TableTarget("users_user_permissions", Match.DB_USER_ID),
+    TableTarget(
+        "users",
+        Match.USER_COLUMNS,
+        columns=("stable_user_id",),
+        redact=("password_hash",),
+        note="the account row itself, deleted last after every other target",
+    ),
 )
 
 # Tables that carry a user-looking column but are not user data, each with the reason.
 OPERATOR_OWNED_TABLES: tuple[ExcludedTable, ...] = (
     # --- system_email ---------------------------------------------------------------------
+    ExcludedTable(
+        "system_email_threads",
+        "operator-owned mail of the reserved platform locals; not user content",
+    ),
+    ExcludedTable(
+        "system_email_messages",
+        "operator-owned mail of the reserved platform locals; not user content",
+    ),
+    ExcludedTable(
+        "system_email_attachments",
+        "operator-owned mail of the reserved platform locals; not user content",
+    ),
+    ExcludedTable(
+        "system_email_delivery_events",
+        "operator-owned mail of the reserved platform locals; not user content",
+    ),
 )
 
 # Tables with no owner at all (global config, ledgers, cursors). Listed so the guardrail can
 # tell "forgotten" from "deliberately global".
-GLOBAL_TABLES: tuple[ExcludedTable, ...] = ()
+GLOBAL_TABLES: tuple[ExcludedTable, ...] = (
+    # --- accounts -------------------------------------------------------------------------
+    ExcludedTable("audit_events", "hashed security audit trail in the audit DB; kept 180 days"),
+    ExcludedTable("feature_flags", "global switches; updated_by is SET NULL by its foreign key"),
+    ExcludedTable("invites", "signup invite codes; created_by is SET NULL by its foreign key"),
+    ExcludedTable("platform_oauth_apps", "operator-provisioned built-in OAuth apps"),
+    ExcludedTable("site_banners", "operator announcements; created_by/updated_by SET NULL"),
+    ExcludedTable("platform_provider_marks", "operator-uploaded integration brand marks"),
+    # --- entitlements ---------------------------------------------------------------------
+    ExcludedTable("stripe_webhook_events", "Stripe idempotency ledger; kept 30 days"),
+    ExcludedTable("d1_storage_reconcile_cursor", "singleton keyset cursor of a fleet lane"),
+    # --- packages -------------------------------------------------------------------------
+    # --- mailbox --------------------------------------------------------------------------
+    # --- jobs -----------------------------------------------------------------------------
+    ExcludedTable("jobs_worker_state", "operational key/value state of the job scheduler"),
+    # --- system_email ---------------------------------------------------------------------
+    ExcludedTable("system_email_daily_counters", "per reserved-local receive caps, not users"),
+    ExcludedTable("system_email_graph_authority", "singleton authority marker for system mail"),
+)
 
 OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = ()
 

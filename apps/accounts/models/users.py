@@ -28,6 +28,17 @@ class AccountType(models.TextChoices):
     PLATFORM = "platform"
 
 
+class VerificationEmailStatus(models.TextChoices):
+    """Outcome of the latest transactional verify-mail send for the account."""
+
+    SENT = "sent"
+    FAILED = "failed"
+    DELIVERED = "delivered"
+    DEFERRED = "deferred"
+    BOUNCED = "bounced"
+    COMPLAINED = "complained"
+
+
 def normalize_email(email: str) -> str:
     return email.strip().lower()
 
@@ -89,6 +100,40 @@ class User(AbstractBaseUser, PermissionsMixin):
         null=True, blank=True, validators=_retention_days()
     )
 
+    # First-touch marketing attribution, written once at signup when present.
+    utm_source = models.CharField(max_length=255, null=True, blank=True)
+    utm_medium = models.CharField(max_length=255, null=True, blank=True)
+    utm_campaign = models.CharField(max_length=255, null=True, blank=True)
+    utm_term = models.CharField(max_length=255, null=True, blank=True)
+    utm_content = models.CharField(max_length=255, null=True, blank=True)
+    first_touch_landing_path = models.CharField(max_length=2048, null=True, blank=True)
+    first_touch_referrer = models.CharField(max_length=2048, null=True, blank=True)
+
+    # Activation and return stamps for product metrics (each written once, except
+    # last_active_at, which is a UTC-day stamp).
+    first_mcp_connected_at = models.DateTimeField(null=True, blank=True)
+    first_execute_at = models.DateTimeField(null=True, blank=True)
+    first_search_at = models.DateTimeField(null=True, blank=True)
+    first_saved_package_at = models.DateTimeField(null=True, blank=True)
+    first_secret_at = models.DateTimeField(null=True, blank=True)
+    first_integration_at = models.DateTimeField(null=True, blank=True)
+    first_job_at = models.DateTimeField(null=True, blank=True)
+    mcp_client_name = models.CharField(max_length=255, null=True, blank=True)
+    last_active_at = models.DateTimeField(null=True, blank=True)
+
+    # Latest verify-mail delivery outcome (support can see why a user never verified).
+    verification_email_status = models.CharField(
+        max_length=16, choices=VerificationEmailStatus.choices, null=True, blank=True
+    )
+    verification_email_status_at = models.DateTimeField(null=True, blank=True)
+    verification_email_error = models.TextField(null=True, blank=True)
+
+    # Standard-plan overlays: the write-once second-agent gift and stackable referral credit.
+    second_agent_standard_gift_granted_at = models.DateTimeField(null=True, blank=True)
+    second_agent_standard_gift_expires_at = models.DateTimeField(null=True, blank=True)
+    referral_standard_credit_expires_at = models.DateTimeField(null=True, blank=True)
+    experiments_opt_in = models.BooleanField(default=False)
+
     is_active = models.BooleanField(default=True)
     is_staff = models.BooleanField(default=False)
 
@@ -106,6 +151,12 @@ class User(AbstractBaseUser, PermissionsMixin):
                 condition=Q(deleting_at__isnull=False),
                 name="users_deleting_at_ix",
             ),
+            # The unverified-account purge scans never-verified rows oldest first.
+            models.Index(
+                fields=["created_at"],
+                condition=Q(email_verified_at__isnull=True),
+                name="users_unverified_created_ix",
+            ),
         ]
         constraints = [
             models.CheckConstraint(
@@ -121,6 +172,11 @@ class User(AbstractBaseUser, PermissionsMixin):
             ),
             models.CheckConstraint(
                 condition=Q(account_type__in=AccountType.values), name="users_account_type_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(verification_email_status__isnull=True)
+                | Q(verification_email_status__in=VerificationEmailStatus.values),
+                name="users_verification_email_status_valid",
             ),
             models.UniqueConstraint(
                 fields=["stripe_customer_id"],
