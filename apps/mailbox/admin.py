@@ -1,0 +1,88 @@
+"""Operator admin for the shared email configuration and thin email indexes.
+
+Message content never appears here: the user's email graph lives in the Mailbox actor.
+Indexes derived from that actor (provider index, repair/due owners) are read-only.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from apps.mailbox import models as m
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+class InboxAddressInline(admin.TabularInline):
+    model = m.EmailInboxAddress
+    extra = 0
+    fields = ("address", "local_part", "domain", "enabled")
+
+
+@admin.register(m.EmailInbox)
+class EmailInboxAdmin(admin.ModelAdmin):
+    list_display = ("name", "user_id", "package_id", "enabled", "updated_at")
+    list_filter = ("enabled",)
+    search_fields = ("user_id", "name", "id")
+    inlines = (InboxAddressInline,)
+
+
+@admin.register(m.EmailInboxAddress)
+class EmailInboxAddressAdmin(admin.ModelAdmin):
+    list_display = ("address", "inbox_id", "user_id", "enabled")
+    list_filter = ("enabled", "domain")
+    search_fields = ("address", "user_id")
+    raw_id_fields = ("inbox",)
+
+
+@admin.register(m.EmailSenderIdentity)
+class EmailSenderIdentityAdmin(admin.ModelAdmin):
+    list_display = ("email", "user_id", "display_name", "status", "verified_at")
+    search_fields = ("email", "user_id", "domain")
+
+
+@admin.register(m.EmailSenderRule)
+class EmailSenderRuleAdmin(admin.ModelAdmin):
+    list_display = ("kind", "value", "effect", "user_id", "updated_at")
+    list_filter = ("kind", "effect")
+    search_fields = ("value", "user_id")
+
+
+@admin.register(m.EmailOutboundProviderIndex)
+class EmailOutboundProviderIndexAdmin(ReadOnlyAdmin):
+    list_display = ("provider", "provider_message_id", "user_id", "message_id", "created_at")
+    list_filter = ("provider",)
+    search_fields = ("provider_message_id", "message_id", "user_id")
+
+
+@admin.register(m.EmailOutboundProviderIndexRepairOwner)
+class EmailOutboundProviderIndexRepairOwnerAdmin(ReadOnlyAdmin):
+    list_display = ("user_id", "pending_count", "oldest_pending_at")
+    search_fields = ("user_id",)
+
+
+@admin.register(m.EmailInboundDueOwner)
+class EmailInboundDueOwnerAdmin(ReadOnlyAdmin):
+    list_display = ("user_id", "due_at", "reason", "attempt_count")
+    search_fields = ("user_id",)
+
+
+@admin.register(m.EmailDeliveryAlertEvent)
+class EmailDeliveryAlertEventAdmin(ReadOnlyAdmin):
+    list_display = ("provider_event_id", "provider", "event_type", "occurred_at")
+    list_filter = ("event_type", "provider")
+
+
+@admin.register(m.EmailUserGraphAuthority)
+class EmailUserGraphAuthorityAdmin(ReadOnlyAdmin):
+    list_display = ("id", "owner_count", "frozen_at", "dropped_at")
