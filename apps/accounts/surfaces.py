@@ -115,8 +115,164 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
         note="append-only telemetry (the Analytics Engine stand-in); reporting only",
     ),
     # --- packages -------------------------------------------------------------------------
+    TableTarget("package_invocation_tokens", Match.USER_ID, redact=("token_hash",)),
+    TableTarget("package_service_states", Match.USER_ID),
+    TableTarget("user_storage_buckets", Match.USER_ID),
+    TableTarget("agent_package_conversation_uses", Match.USER_ID),
+    TableTarget("package_codemod_run_items", Match.USER_ID),
+    TableTarget(
+        "package_codemod_runs",
+        Match.REPLACE_USER_COLUMN,
+        columns=("scope_user_id", "initiated_by_user_id"),
+        export=False,
+        note="operator run rows; filters_json also has the id rewritten (JSON replace)",
+    ),
+    TableTarget(
+        "mcp_memory_conversation_suppressions",
+        Match.USER_ID,
+        note="original kind mcp_memory_suppression; cascades from mcp_memories too",
+    ),
+    TableTarget("mcp_memories", Match.USER_ID),
+    TableTarget("mcp_user_server_instructions", Match.USER_ID),
+    TableTarget(
+        "value_entries", Match.BUCKET_PARENT, columns=("bucket_id",), parent="value_buckets"
+    ),
+    TableTarget("value_buckets", Match.USER_ID),
+    TableTarget(
+        "secret_entries",
+        Match.BUCKET_PARENT,
+        columns=("bucket_id",),
+        parent="secret_buckets",
+        redact=("encrypted_value", "lookup_hash"),
+    ),
+    TableTarget("secret_buckets", Match.USER_ID),
+    TableTarget("secret_provider_grants", Match.USER_ID),
+    TableTarget("secret_provider_bindings", Match.USER_ID),
+    TableTarget(
+        "user_integrations",
+        Match.USER_ID,
+        redact=("access_token_encrypted", "refresh_token_encrypted"),
+    ),
+    TableTarget("user_oauth_apps", Match.USER_ID, redact=("client_secret_encrypted",)),
+    TableTarget("user_openapi_binding_operations", Match.USER_ID),
+    TableTarget("user_openapi_bindings", Match.USER_ID),
+    TableTarget(
+        "remote_connector_settings", Match.USER_ID, redact=("encrypted_shared_secret",)
+    ),
+    TableTarget("mcp_server_settings", Match.USER_ID),
+    TableTarget("published_bundle_artifacts", Match.USER_ID),
+    TableTarget("repo_session_due_owners", Match.USER_ID, export=False),
+    TableTarget("user_repos", Match.USER_ID),
+    TableTarget("saved_packages", Match.USER_ID),
+    TableTarget("saved_package_search_index_debt", Match.USER_ID, export=False),
+    TableTarget("entity_source_artifacts_push_subscriptions", Match.USER_ID),
+    TableTarget("entity_sources", Match.USER_ID),
+    TableTarget(
+        "webhook_endpoints", Match.USER_ID, redact=("url_secret_hash", "url_secret_encrypted")
+    ),
+    TableTarget(
+        "package_scope_grants",
+        Match.USER_COLUMNS,
+        columns=("scope_owner_user_id", "grantee_user_id"),
+    ),
+    TableTarget(
+        "package_scope_grants",
+        Match.REPLACE_USER_COLUMN,
+        columns=("created_by_user_id",),
+        export=False,
+    ),
+    TableTarget(
+        "package_share_grants", Match.USER_COLUMNS, columns=("owner_user_id", "grantee_user_id")
+    ),
+    TableTarget("package_kody_id_redirects", Match.USER_ID),
+    TableTarget(
+        "vector_embed_fingerprints",
+        Match.USER_ID,
+        export=False,
+        note="derived skip cache; user_id is the vector namespace",
+    ),
     # --- community ------------------------------------------------------------------------
+    # Each child table pairs "rows on the user's own listings" with "the user's own rows".
+    TableTarget(
+        "community_ratings",
+        Match.LISTING_CHILD,
+        columns=("listing_id",),
+        parent="community_listings",
+        export=False,
+    ),
+    TableTarget("community_ratings", Match.USER_ID),
+    TableTarget(
+        "community_stars",
+        Match.LISTING_CHILD,
+        columns=("listing_id",),
+        parent="community_listings",
+        export=False,
+    ),
+    TableTarget("community_stars", Match.USER_ID),
+    TableTarget(
+        "community_activity_events",
+        Match.LISTING_CHILD,
+        columns=("listing_id",),
+        parent="community_listings",
+        export=False,
+    ),
+    TableTarget("community_activity_events", Match.USER_COLUMNS, columns=("actor_user_id",)),
+    TableTarget(
+        "community_forks",
+        Match.LISTING_CHILD,
+        columns=("listing_id",),
+        parent="community_listings",
+        export=False,
+    ),
+    TableTarget("community_forks", Match.USER_COLUMNS, columns=("forker_user_id",)),
+    TableTarget(
+        "community_reports",
+        Match.LISTING_CHILD,
+        columns=("listing_id",),
+        parent="community_listings",
+        export=False,
+    ),
+    TableTarget(
+        "community_reports",
+        Match.USER_COLUMNS,
+        columns=("listing_owner_user_id",),
+        export=False,
+        note="deletion only: reports against the user's listings",
+    ),
+    TableTarget("community_reports", Match.USER_COLUMNS, columns=("reporter_user_id",)),
+    TableTarget(
+        "user_follows", Match.USER_COLUMNS, columns=("follower_user_id", "followee_user_id")
+    ),
+    TableTarget(
+        "community_reports",
+        Match.NULL_USER_COLUMN,
+        columns=("resolved_by_user_id",),
+        export=False,
+    ),
+    TableTarget("community_bans", Match.USER_COLUMNS, columns=("user_id",)),
+    TableTarget(
+        "community_bans", Match.REPLACE_USER_COLUMN, columns=("banned_by_user_id",), export=False
+    ),
+    TableTarget(
+        "community_listings",
+        Match.REPLACE_USER_COLUMN,
+        columns=("trusted_by_user_id",),
+        export=False,
+    ),
+    TableTarget("community_listings", Match.USER_COLUMNS, columns=("owner_user_id",)),
     # --- mailbox --------------------------------------------------------------------------
+    TableTarget("email_inbound_due_owners", Match.USER_ID, export=False),
+    TableTarget("email_outbound_provider_index_repair_owners", Match.USER_ID, export=False),
+    TableTarget(
+        "email_outbound_provider_index",
+        Match.USER_ID,
+        export=False,
+        note="operational reverse index; the Mailbox export keeps provider ids",
+    ),
+    TableTarget("email_inbox_addresses", Match.USER_ID),
+    TableTarget("email_inboxes", Match.USER_ID),
+    TableTarget("email_sender_identities", Match.USER_ID),
+    TableTarget("email_sender_rules", Match.USER_ID),
     # --- jobs -----------------------------------------------------------------------------
     TableTarget("archived_job_artifacts", Match.USER_ID),
     TableTarget("jobs", Match.USER_ID, redact=("claim_token",)),
@@ -183,7 +339,20 @@ GLOBAL_TABLES: tuple[ExcludedTable, ...] = (
     ExcludedTable("stripe_webhook_events", "Stripe idempotency ledger; kept 30 days"),
     ExcludedTable("d1_storage_reconcile_cursor", "singleton keyset cursor of a fleet lane"),
     # --- packages -------------------------------------------------------------------------
+    ExcludedTable(
+        "repo_session_storage_bucket_cursor",
+        "platform-owned singleton keyset cursor of the repo-session storage sweep",
+    ),
     # --- mailbox --------------------------------------------------------------------------
+    ExcludedTable(
+        "email_user_graph_authority",
+        "permanent singleton marker gating user email writes; no owner",
+    ),
+    ExcludedTable(
+        "email_delivery_alert_events",
+        "short-lived provider bounce/complaint signals for operator alerts; owner_hash is a "
+        "one-way hash, not a user id",
+    ),
     # --- jobs -----------------------------------------------------------------------------
     ExcludedTable("jobs_worker_state", "operational key/value state of the job scheduler"),
     # --- system_email ---------------------------------------------------------------------
