@@ -96,7 +96,9 @@ class CommunityListing(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["status", "category", "published_at"], name="community_listings_browse_ix"),
+            models.Index(
+                fields=["status", "category", "published_at"], name="community_listings_browse_ix",
+            ),
             models.Index(fields=["featured_at"], name="community_listings_feat_ix"),
         ]
 
@@ -148,7 +150,9 @@ class CommunityReport(models.Model):
     listing_owner_user_id = _uid(db_index=True)
     reporter_user_id = _uid(db_index=True)
     reason = models.TextField()
-    status = models.CharField(max_length=16, choices=ReportStatus.choices, default=ReportStatus.OPEN)
+    status = models.CharField(
+        max_length=16, choices=ReportStatus.choices, default=ReportStatus.OPEN,
+    )
     resolved_by_user_id = _uid(null=True, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
     resolution_note = models.TextField(blank=True, default="")
@@ -221,7 +225,9 @@ class CommunityActivityEvent(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["actor_user_id", "created_at"], name="community_activity_actor_ix"),
+            models.Index(
+                fields=["actor_user_id", "created_at"], name="community_activity_actor_ix",
+            ),
             models.Index(fields=["created_at"], name="community_activity_created_ix"),
         ]
 
@@ -258,7 +264,9 @@ class CommunityFork(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["forked_package_id", "forker_user_id"], name="community_forks_pkg_ix"),
+            models.Index(
+                fields=["forked_package_id", "forker_user_id"], name="community_forks_pkg_ix",
+            ),
             models.Index(fields=["forker_user_id", "created_at"], name="community_forks_forker_ix"),
         ]
 

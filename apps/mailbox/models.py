@@ -140,12 +140,15 @@ class EmailSenderRule(models.Model):
     class Meta:
         db_table = "email_sender_rules"
         constraints = [
-            models.UniqueConstraint(fields=["user_id", "kind", "value"], name="email_sender_rules_uq"),
+            models.UniqueConstraint(
+                fields=["user_id", "kind", "value"], name="email_sender_rules_uq",
+            ),
             models.CheckConstraint(
                 condition=Q(kind__in=SenderRuleKind.values), name="email_sender_rules_kind_valid"
             ),
             models.CheckConstraint(
-                condition=Q(effect__in=SenderRuleEffect.values), name="email_sender_rules_effect_valid"
+                condition=Q(effect__in=SenderRuleEffect.values),
+                name="email_sender_rules_effect_valid",
             ),
         ]
 
@@ -174,11 +177,13 @@ class EmailOutboundProviderIndex(models.Model):
         verbose_name_plural = "email outbound provider index"
         constraints = [
             models.UniqueConstraint(
-                fields=["provider", "provider_message_id"], name="email_outbound_provider_index_pk_uq"
+                fields=["provider", "provider_message_id"],
+                name="email_outbound_provider_index_pk_uq",
             ),
             # Operator mail never links provider ids into this global index.
             models.CheckConstraint(
-                condition=~Q(user_id=SYSTEM_EMAIL_OWNER), name="email_outbound_provider_index_not_system"
+                condition=~Q(user_id=SYSTEM_EMAIL_OWNER),
+                name="email_outbound_provider_index_not_system",
             ),
         ]
 

@@ -74,7 +74,9 @@ def _defaults() -> dict[type[models.Model], dict[str, Any]]:
             "user_id": ALICE, "name": "weather", "kody_id": "@alice/weather", "source_id": "src-1",
         },
         p.SavedPackageSearchIndexDebt: {"package_id": "pkg-1", "user_id": ALICE},
-        p.PackageKodyIdRedirect: {"user_id": ALICE, "old_kody_id": "@alice/old", "package_id": "pkg-1"},
+        p.PackageKodyIdRedirect: {
+            "user_id": ALICE, "old_kody_id": "@alice/old", "package_id": "pkg-1",
+        },
         p.PublishedBundleArtifact: {
             "user_id": ALICE,
             "source_id": "src-1",
@@ -93,7 +95,9 @@ def _defaults() -> dict[type[models.Model], dict[str, Any]]:
         p.PackageScopeGrant: {
             "scope_owner_user_id": ALICE, "grantee_user_id": BOB, "created_by_user_id": ALICE,
         },
-        p.PackageShareGrant: {"package_id": "pkg-1", "owner_user_id": ALICE, "grantee_user_id": BOB},
+        p.PackageShareGrant: {
+            "package_id": "pkg-1", "owner_user_id": ALICE, "grantee_user_id": BOB,
+        },
         p.PackageCodemodRun: {
             "codemod_id": "rename-import", "mode": "scan", "initiated_by_user_id": ALICE,
             "status": "complete",
@@ -115,13 +119,17 @@ def _defaults() -> dict[type[models.Model], dict[str, Any]]:
         },
         p.RepoSessionDueOwner: {"user_id": ALICE, "due_at": now},
         p.RepoSessionStorageBucketCursor: {"id": 1, "position": ALICE},
-        p.VectorEmbedFingerprint: {"user_id": ALICE, "vector_id": "memory_1", "fingerprint": "ab" * 32},
+        p.VectorEmbedFingerprint: {
+            "user_id": ALICE, "vector_id": "memory_1", "fingerprint": "ab" * 32,
+        },
         c.CommunityListing: {
             "owner_user_id": ALICE, "package_id": "pkg-1", "source_id": "src-1",
             "kody_id": "@alice/weather", "name": "weather", "pinned_commit": "c1",
             "category": "utilities",
         },
-        c.CommunityRating: {"listing_id": "lst-1", "user_id": BOB, "stars": 5, "adaptation_effort": 2},
+        c.CommunityRating: {
+            "listing_id": "lst-1", "user_id": BOB, "stars": 5, "adaptation_effort": 2,
+        },
         c.CommunityReport: {
             "listing_id": "lst-1", "listing_owner_user_id": ALICE, "reporter_user_id": BOB,
             "reason": "spam",
@@ -138,8 +146,12 @@ def _defaults() -> dict[type[models.Model], dict[str, Any]]:
         },
         c.UserFollow: {"follower_user_id": BOB, "followee_user_id": ALICE},
         mb.EmailInbox: {"user_id": ALICE, "name": "main"},
-        mb.EmailSenderIdentity: {"user_id": ALICE, "email": "alice@alice.kody.run", "domain": "alice.kody.run"},
-        mb.EmailSenderRule: {"user_id": ALICE, "kind": "domain", "value": "spam.example", "effect": "block"},
+        mb.EmailSenderIdentity: {
+            "user_id": ALICE, "email": "alice@alice.kody.run", "domain": "alice.kody.run",
+        },
+        mb.EmailSenderRule: {
+            "user_id": ALICE, "kind": "domain", "value": "spam.example", "effect": "block",
+        },
         mb.EmailOutboundProviderIndex: {
             "provider": "cloudflare-email", "provider_message_id": "pm-1", "user_id": ALICE,
             "message_id": "msg-1", "inbox_id": "inbox-1",
@@ -164,7 +176,9 @@ def make(model: type[models.Model], **overrides: Any) -> Any:
         base = {"name": "color", "value": "blue"}
     elif model is p.SecretEntry:
         overrides.setdefault("bucket", make(p.SecretBucket))
-        base = {"name": "API_KEY", "encrypted_value": "SECRET-CIPHERTEXT", "lookup_hash": "LOOKUP-HASH"}
+        base = {
+            "name": "API_KEY", "encrypted_value": "SECRET-CIPHERTEXT", "lookup_hash": "LOOKUP-HASH",
+        }
     elif model is p.SecretProviderGrant:
         overrides.setdefault("binding", make(p.SecretProviderBinding))
         base = {"user_id": ALICE, "package_id": "pkg-2", "ref": "db/password"}

@@ -26,7 +26,9 @@ class Migration(migrations.Migration):
                 "ALTER TABLE email_inbox_addresses ADD CONSTRAINT email_inbox_addresses_inbox_fk "
                 "FOREIGN KEY (inbox_id) REFERENCES email_inboxes (id) ON DELETE CASCADE"
             ),
-            reverse_sql="ALTER TABLE email_inbox_addresses DROP CONSTRAINT email_inbox_addresses_inbox_fk",
+            reverse_sql=(
+                "ALTER TABLE email_inbox_addresses DROP CONSTRAINT email_inbox_addresses_inbox_fk"
+            ),
         ),
         migrations.RunPython(create_marker, migrations.RunPython.noop),
     ]

@@ -77,7 +77,9 @@ class PackageShareGrant(models.Model):
     invitee_email = models.EmailField(max_length=320, null=True, blank=True)
     invitee_username = models.CharField(max_length=64, null=True, blank=True)
     grantee_user_id = user_id_field(null=True, blank=True)
-    status = models.CharField(max_length=16, choices=ShareStatus.choices, default=ShareStatus.PENDING)
+    status = models.CharField(
+        max_length=16, choices=ShareStatus.choices, default=ShareStatus.PENDING,
+    )
     role = models.CharField(max_length=16, default="use")
     trust_level = models.CharField(max_length=32, blank=True, default="")
     accepted_published_commit = models.CharField(max_length=64, null=True, blank=True)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from django.db import models
 
-from apps.packages.models.base import created_at, json_dict, json_list, text_id, updated_at, user_id_field
+from apps.packages.models.base import (
+    created_at,
+    json_dict,
+    json_list,
+    text_id,
+    updated_at,
+    user_id_field,
+)
 
 
 class CodemodMode(models.TextChoices):

@@ -40,7 +40,9 @@ class McpServerSetting(models.Model):
     class Meta:
         db_table = "mcp_server_settings"
         constraints = [
-            models.UniqueConstraint(fields=["user_id", "name"], name="mcp_server_settings_user_name_uq"),
+            models.UniqueConstraint(
+                fields=["user_id", "name"], name="mcp_server_settings_user_name_uq",
+            ),
         ]
         indexes = [
             models.Index(fields=["user_id", "enabled"], name="mcp_server_settings_user_en_ix"),
@@ -60,7 +62,9 @@ class McpMemory(models.Model):
     id = text_id()
     user_id = user_id_field()
     category = models.CharField(max_length=64, null=True, blank=True)
-    status = models.CharField(max_length=16, choices=MemoryStatus.choices, default=MemoryStatus.ACTIVE)
+    status = models.CharField(
+        max_length=16, choices=MemoryStatus.choices, default=MemoryStatus.ACTIVE,
+    )
     subject = models.TextField()
     summary = models.TextField(blank=True, default="")
     details = models.TextField(blank=True, default="")
@@ -81,7 +85,9 @@ class McpMemory(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["user_id", "status", "updated_at"], name="mcp_memories_user_status_ix"),
+            models.Index(
+                fields=["user_id", "status", "updated_at"], name="mcp_memories_user_status_ix",
+            ),
             models.Index(fields=["user_id", "category", "status"], name="mcp_memories_user_cat_ix"),
             models.Index(fields=["user_id", "dedupe_key"], name="mcp_memories_user_dedupe_ix"),
         ]

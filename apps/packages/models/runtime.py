@@ -34,10 +34,12 @@ class PackageServiceState(models.Model):
         db_table = "package_service_states"
         constraints = [
             models.UniqueConstraint(
-                fields=["user_id", "package_id", "service_name"], name="package_service_states_pk_uq"
+                fields=["user_id", "package_id", "service_name"],
+                name="package_service_states_pk_uq",
             ),
             models.CheckConstraint(
-                condition=Q(status__in=ServiceStatus.values), name="package_service_states_status_valid"
+                condition=Q(status__in=ServiceStatus.values),
+                name="package_service_states_status_valid",
             ),
         ]
 
@@ -98,9 +100,12 @@ class UserStorageBucket(models.Model):
     class Meta:
         db_table = "user_storage_buckets"
         constraints = [
-            models.UniqueConstraint(fields=["user_id", "storage_id"], name="user_storage_buckets_pk_uq"),
+            models.UniqueConstraint(
+                fields=["user_id", "storage_id"], name="user_storage_buckets_pk_uq",
+            ),
             models.CheckConstraint(
-                condition=Q(kind__in=StorageBucketKind.values), name="user_storage_buckets_kind_valid"
+                condition=Q(kind__in=StorageBucketKind.values),
+                name="user_storage_buckets_kind_valid",
             ),
         ]
         indexes = [

@@ -32,7 +32,9 @@ class ValueBucket(models.Model):
     class Meta:
         db_table = "value_buckets"
         constraints = [
-            models.CheckConstraint(condition=Q(scope__in=ValueScope.values), name="value_buckets_scope_valid"),
+            models.CheckConstraint(
+                condition=Q(scope__in=ValueScope.values), name="value_buckets_scope_valid",
+            ),
             models.UniqueConstraint(
                 fields=["user_id", "scope", "binding_key"], name="value_buckets_user_scope_key_uq"
             ),
@@ -84,7 +86,9 @@ class SecretBucket(models.Model):
     class Meta:
         db_table = "secret_buckets"
         constraints = [
-            models.CheckConstraint(condition=Q(scope__in=SecretScope.values), name="secret_buckets_scope_valid"),
+            models.CheckConstraint(
+                condition=Q(scope__in=SecretScope.values), name="secret_buckets_scope_valid",
+            ),
             models.UniqueConstraint(
                 fields=["user_id", "scope", "binding_key"], name="secret_buckets_user_scope_key_uq"
             ),

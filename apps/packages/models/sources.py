@@ -113,7 +113,9 @@ class SavedPackage(models.Model):
     class Meta:
         db_table = "saved_packages"
         constraints = [
-            models.UniqueConstraint(fields=["user_id", "kody_id"], name="saved_packages_kody_id_uq"),
+            models.UniqueConstraint(
+                fields=["user_id", "kody_id"], name="saved_packages_kody_id_uq",
+            ),
             models.UniqueConstraint(fields=["user_id", "name"], name="saved_packages_name_uq"),
         ]
 
@@ -185,7 +187,9 @@ class PublishedBundleArtifact(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["source_id", "published_commit"], name="pub_bundle_source_commit_ix"),
+            models.Index(
+                fields=["source_id", "published_commit"], name="pub_bundle_source_commit_ix",
+            ),
             # The 30-day retention prune walks rows across users by age.
             models.Index(fields=["created_at"], name="pub_bundle_created_ix"),
         ]
