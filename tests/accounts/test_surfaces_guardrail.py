@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.db import connections
 
 
 from apps.accounts import surfaces
@@ -49,8 +50,6 @@ OWNERSHIP_COLUMN = re.compile(r"^(user_id|.+_user_id|owner_.+)$")
 
 
 def _columns_by_table(alias: str = "default") -> dict[str, set[str]]:
-    from django.db import connections
-
     with connections[alias].cursor() as cursor:
         cursor.execute(
             """
@@ -64,12 +63,14 @@ def _columns_by_table(alias: str = "default") -> dict[str, set[str]]:
     return result
 
 
-@pytest.fixture(scope="module")
-def columns(django_db_setup, django_db_blocker) -> dict[str, set[str]]:
-    with django_db_blocker.unblock():
-        found = _columns_by_table("default")
-        for table, cols in _columns_by_table("audit").items():
-            found.setdefault(table, set()).update(cols)
+pytestmark = pytest.mark.django_db(databases=["default", "audit"])
+
+
+@pytest.fixture
+def columns() -> dict[str, set[str]]:
+    found = _columns_by_table("default")
+    for table, cols in _columns_by_table("audit").items():
+        found.setdefault(table, set()).update(cols)
     return found
 
 
@@ -78,10 +79,9 @@ def test_every_table_of_the_original_exists(columns):
     assert missing == [], f"tables from SCHEMA.md missing after migrate: {missing}"
 
 
-def test_audit_events_live_only_in_the_audit_database(django_db_setup, django_db_blocker):
-    with django_db_blocker.unblock():
-        assert "audit_events" in _columns_by_table("audit")
-        assert "audit_events" not in _columns_by_table("default")
+def test_audit_events_live_only_in_the_audit_database():
+    assert "audit_events" in _columns_by_table("audit")
+    assert "audit_events" not in _columns_by_table("default")
 
 
 def test_roles_and_permissions_are_djangos_auth_tables(columns):
