@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from kody import views as kernel_views
 
@@ -7,4 +7,5 @@ urlpatterns = [
     path("", kernel_views.home, name="home"),
     path("healthz", kernel_views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("", include("apps.accounts.urls")),
 ]

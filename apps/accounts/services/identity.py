@@ -1,0 +1,601 @@
+"""Identity actions: signup, email verification, password reset, email change, login.
+
+Design note — the invariants kept here:
+
+* ``users.stable_user_id`` is minted once at signup (SHA-256 of the normalized email, or a fresh
+  random-derived id when that value is already taken by an account that has since changed its
+  email) and is never rewritten.
+* Emails are claims on an identity (``user_email_claims``). The current address holds a live
+  claim; after an email change the former verified address keeps its claim until the owner
+  confirms its release from that mailbox. A signup with an address claimed by someone else is a
+  409 ``former_email_claimed`` that names no other address.
+* One-time links carry a random token; only its SHA-256 is stored. Consuming a token deletes its
+  row under a row lock, so a token works once, and expired tokens never work.
+* Once ``users.deleting_at`` is set, every mutation is refused (``assert_can_mutate``); identity
+  mutations re-read the user row ``FOR UPDATE`` so a concurrent deletion fence is seen.
+* Mail goes out after commit; audit rows are written after the state change (best-effort).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import secrets
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, ParamSpec, TypeVar
+
+from django.conf import settings
+from django.contrib.auth import authenticate
+from django.contrib.auth.password_validation import validate_password
+from django.core.cache import cache
+from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.core.validators import validate_email
+from django.db import IntegrityError, models, transaction
+from django.utils import timezone
+
+from apps.accounts import usernames
+from apps.accounts.models import (
+    EmailVerification,
+    PasswordReset,
+    PendingEmailChange,
+    PendingEmailClaimRelease,
+    User,
+    UserEmailClaim,
+)
+from apps.accounts.models.identity import EmailClaimStatus
+from apps.accounts.models.users import normalize_email, stable_user_id_for
+from apps.accounts.services import audit
+from kody.errors import AccountDeleting, Conflict, InvalidInput, KodyError, RateLimited
+
+logger = logging.getLogger(__name__)
+
+VERIFY_TTL = timedelta(hours=24)
+RESET_TTL = timedelta(hours=1)
+EMAIL_CHANGE_TTL = timedelta(hours=24)
+LOGIN_MAX_FAILURES = 10
+LOGIN_WINDOW_SECONDS = 15 * 60
+MAIL_MAX_PER_HOUR = 5
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+class UsernameReserved(KodyError):
+    code = "username_reserved"
+    status = 422
+
+
+class UsernameTaken(Conflict):
+    code = "username_taken"
+
+
+class EmailTaken(Conflict):
+    code = "email_taken"
+
+
+class FormerEmailClaimed(Conflict):
+    code = "former_email_claimed"
+
+
+class EmailUnavailable(Conflict):
+    code = "email_unavailable"
+
+
+class EmailNotVerified(Conflict):
+    code = "email_not_verified"
+
+
+class InvalidToken(KodyError):
+    code = "invalid_token"
+    status = 400
+
+
+class TokenExpired(KodyError):
+    code = "token_expired"
+    status = 400
+
+
+class InvalidCredentials(KodyError):
+    code = "invalid_credentials"
+    status = 401
+
+
+
+
+def _field_error(field: str, message: str, cls: type[KodyError] = InvalidInput) -> KodyError:
+    return cls(message, details={"field": field})
+
+
+# --- deletion fence -----------------------------------------------------------------------------
+
+
+def assert_can_mutate(user: User) -> None:
+    """Refuse any write for an account that is being deleted (reads the current row)."""
+    fenced = user.deleting_at is not None or (
+        User.objects.filter(pk=user.pk, deleting_at__isnull=False).exists()
+    )
+    if fenced:
+        raise AccountDeleting("This account is being deleted; changes are no longer accepted.")
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def refuses_deleting(fn: Callable[P, R]) -> Callable[P, R]:
+    """Decorator for service functions whose first argument is the acting user."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        user = args[0] if args else kwargs.get("user")
+        if not isinstance(user, User):
+            raise TypeError(f"{fn.__name__} needs the acting user as its first argument")
+        assert_can_mutate(user)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _lock_user(user_id: int) -> User:
+    user = User.objects.select_for_update().get(pk=user_id)
+    if user.deleting_at is not None:
+        raise AccountDeleting("This account is being deleted; changes are no longer accepted.")
+    return user
+
+
+# --- tokens and mail ----------------------------------------------------------------------------
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _issue(model: type[models.Model], user: User, ttl: timedelta, **extra: Any) -> str:
+    token = secrets.token_urlsafe(32)
+    model.objects.create(  # type: ignore[attr-defined]
+        user=user, token_hash=_token_hash(token), expires_at=timezone.now() + ttl, **extra
+    )
+    return token
+
+
+def _consume(model: type[models.Model], token: str) -> Any:
+    """Delete the token's row and return it; raise when it is unknown or expired."""
+    if not token or len(token) > 256:
+        raise InvalidToken("This link is not valid. Request a new one.")
+    manager = model.objects  # type: ignore[attr-defined]
+    with transaction.atomic():
+        row = manager.select_for_update().filter(token_hash=_token_hash(token)).first()
+        if row is None:
+            raise InvalidToken("This link is not valid or was already used. Request a new one.")
+        row.delete()
+    if row.expires_at <= timezone.now():
+        raise TokenExpired("This link has expired. Request a new one.")
+    return row
+
+
+def _link(path: str, token: str) -> str:
+    return f"{settings.SITE_URL.rstrip('/')}{path}?token={token}"
+
+
+def _mail_after_commit(to: str, subject: str, body: str) -> None:
+    def send() -> None:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to], fail_silently=False)
+
+    transaction.on_commit(send, robust=True)
+
+
+def _within_hourly_budget(kind: str, key: str) -> bool:
+    cache_key = f"identity:{kind}:{audit.keyed_hash(key)}"
+    try:
+        cache.add(cache_key, 0, timeout=3600)
+        return int(cache.incr(cache_key)) <= MAIL_MAX_PER_HOUR
+    except Exception:  # noqa: BLE001 — a cache outage must not block account mail
+        logger.warning("mail budget unavailable for %s", kind)
+        return True
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+
+def clean_email(email: str, field: str = "email") -> str:
+    email = normalize_email(email or "")
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise _field_error(field, "Enter a valid email address.") from None
+    if len(email) > 320:
+        raise _field_error(field, "That email address is too long.")
+    return email
+
+
+def clean_username(username: str) -> str:
+    username = (username or "").strip().lower()
+    problem = usernames.format_error(username)
+    if problem:
+        raise _field_error("username", problem)
+    if usernames.is_reserved(username):
+        raise _field_error("username", "That username is reserved.", UsernameReserved)
+    return username
+
+
+def clean_password(password: str, user: User, field: str = "password") -> None:
+    try:
+        validate_password(password, user=user)
+    except ValidationError as exc:
+        raise _field_error(field, " ".join(exc.messages)) from None
+
+
+def _claimed_by_other(email: str, user_id: int | None) -> bool:
+    claims = UserEmailClaim.objects.filter(email=email, status=EmailClaimStatus.CLAIMED)
+    if user_id is not None:
+        claims = claims.exclude(user_id=user_id)
+    return claims.exists()
+
+
+def _mint_stable_user_id(email: str) -> str:
+    candidate = stable_user_id_for(email)
+    # The implicit id belongs to an account that has since moved to another address: never
+    # remint it; give the new account a fresh id of the same shape.
+    while User.objects.filter(stable_user_id=candidate).exists():
+        candidate = hashlib.sha256(f"{email}\n{secrets.token_hex(16)}".encode()).hexdigest()
+    return candidate
+
+
+def _claim(user: User, email: str) -> None:
+    UserEmailClaim.objects.update_or_create(
+        user=user,
+        email=email,
+        defaults={"status": EmailClaimStatus.CLAIMED, "released_at": None},
+        create_defaults={"status": EmailClaimStatus.CLAIMED},
+    )
+
+
+# --- signup and verification --------------------------------------------------------------------
+
+
+def signup(
+    *, email: str, username: str, password: str, ip: str | None = None, path: str | None = None
+) -> User:
+    try:
+        user = _signup(email=email, username=username, password=password)
+    except KodyError as exc:
+        audit.record(
+            category="account", action="signup", result="failure", email=email or None,
+            ip=ip, path=path, reason=exc.code,
+        )
+        raise
+    audit.record(
+        category="account", action="signup", result="success", email=user.email, ip=ip, path=path
+    )
+    return user
+
+
+def _signup(*, email: str, username: str, password: str) -> User:
+    email = clean_email(email)
+    username = clean_username(username)
+    clean_password(password, User(username=username, email=email))
+    try:
+        with transaction.atomic():
+            _check_available(email, username)
+            user = User.objects.create_user(
+                username=username,
+                email=email,
+                password=password,
+                stable_user_id=_mint_stable_user_id(email),
+            )
+            _claim(user, email)
+            _send_verification(user)
+    except IntegrityError:
+        # Lost a race with a concurrent signup: report what is now taken.
+        _check_available(email, username)
+        raise
+    return user
+
+
+def provision(
+    *, email: str, username: str, password: str | None = None, staff: bool = False
+) -> User:
+    """Operator-created account (``manage.py create_user``): verified at once, since the
+    operator vouches for the address; without a password it can only sign in after a reset."""
+    email = clean_email(email)
+    username = clean_username(username)
+    if password is not None:
+        clean_password(password, User(username=username, email=email))
+    with transaction.atomic():
+        _check_available(email, username)
+        user = User.objects.create_user(
+            username=username,
+            email=email,
+            password=password,
+            stable_user_id=_mint_stable_user_id(email),
+            is_staff=staff,
+            email_verified_at=timezone.now(),
+        )
+        _claim(user, email)
+    audit.record(category="admin", action="user_create", result="success", email=email,
+                 reason="staff" if staff else None)
+    return user
+
+
+def _check_available(email: str, username: str) -> None:
+    if User.objects.filter(email=email).exists():
+        raise _field_error("email", "An account with this email already exists.", EmailTaken)
+    if _claimed_by_other(email, None):
+        raise _field_error(
+            "email",
+            "This address still belongs to an existing account as a former email. "
+            "Its owner can release it from their account settings.",
+            FormerEmailClaimed,
+        )
+    if User.objects.filter(username__iexact=username).exists():
+        raise _field_error("username", "That username is taken.", UsernameTaken)
+
+
+def _send_verification(user: User) -> None:
+    EmailVerification.objects.filter(user=user).delete()
+    token = _issue(EmailVerification, user, VERIFY_TTL)
+    _mail_after_commit(
+        user.email,
+        "Verify your Kody email address",
+        "Confirm this address for your Kody account "
+        f"({user.username}) by opening:\n\n{_link('/verify', token)}\n\n"
+        "The link works once and expires in 24 hours. If you did not sign up, ignore this mail.",
+    )
+
+
+@refuses_deleting
+def resend_verification(user: User) -> bool:
+    """Send a fresh verification link; False when already verified or over the hourly budget."""
+    if user.email_verified_at is not None:
+        return False
+    if not _within_hourly_budget("verify", user.stable_user_id):
+        raise RateLimited("Too many verification emails. Try again in an hour.")
+    with transaction.atomic():
+        _send_verification(_lock_user(user.pk))
+    return True
+
+
+def verify_email(token: str, *, ip: str | None = None) -> User:
+    row = _consume(EmailVerification, token)
+    with transaction.atomic():
+        user = _lock_user(row.user_id)
+        if user.email_verified_at is None:
+            user.email_verified_at = timezone.now()
+            user.save(update_fields=["email_verified_at", "updated_at"])
+        _claim(user, user.email)
+    audit.record(category="account", action="verify_email", result="success", email=user.email,
+                 ip=ip)
+    return user
+
+
+# --- password reset -----------------------------------------------------------------------------
+
+
+def request_password_reset(email: str, *, ip: str | None = None) -> None:
+    """Mail a reset link when the address belongs to an account; silent either way."""
+    email = clean_email(email)
+    user = User.objects.filter(email=email, deleting_at__isnull=True).first()
+    if user is None or not _within_hourly_budget("reset", email):
+        audit.record(category="auth", action="password_reset_request", result="failure",
+                     email=email, ip=ip, reason="unknown_or_throttled")
+        return
+    with transaction.atomic():
+        PasswordReset.objects.filter(user=user).delete()
+        token = _issue(PasswordReset, user, RESET_TTL)
+        _mail_after_commit(
+            user.email,
+            "Reset your Kody password",
+            f"Choose a new password for {user.username}:\n\n"
+            f"{_link('/reset-password/confirm', token)}\n\n"
+            "The link works once and expires in one hour. If you did not ask, ignore this mail.",
+        )
+    audit.record(category="auth", action="password_reset_request", result="success",
+                 email=email, ip=ip)
+
+
+def check_reset_token(token: str) -> None:
+    """Raise when the token cannot be used, without consuming it (for the GET form)."""
+    row = PasswordReset.objects.filter(token_hash=_token_hash(token or "")).first()
+    if row is None:
+        raise InvalidToken("This link is not valid or was already used. Request a new one.")
+    if row.expires_at <= timezone.now():
+        raise TokenExpired("This link has expired. Request a new one.")
+
+
+def reset_password(token: str, password: str, *, ip: str | None = None) -> User:
+    check_reset_token(token)
+    row = PasswordReset.objects.select_related("user").get(token_hash=_token_hash(token))
+    # Validate before consuming so a weak password does not burn the link.
+    clean_password(password, row.user)
+    row = _consume(PasswordReset, token)
+    with transaction.atomic():
+        user = _lock_user(row.user_id)
+        user.set_password(password)
+        user.password_changed_at = timezone.now()
+        user.save(update_fields=["password", "password_changed_at", "updated_at"])
+        PasswordReset.objects.filter(user=user).delete()
+    audit.record(category="auth", action="password_reset", result="success", email=user.email,
+                 ip=ip)
+    return user
+
+
+# --- email change and claim release -------------------------------------------------------------
+
+
+@refuses_deleting
+def request_email_change(
+    user: User, new_email: str, password: str, *, ip: str | None = None
+) -> None:
+    if user.email_verified_at is None:
+        raise EmailNotVerified("Verify your current email address before changing it.")
+    if not user.check_password(password):
+        raise _field_error("password", "That password is not correct.", InvalidCredentials)
+    new_email = clean_email(new_email, "new_email")
+    if new_email == user.email:
+        raise _field_error("new_email", "That is already your email address.")
+    if not _within_hourly_budget("email-change", user.stable_user_id):
+        raise RateLimited("Too many email change requests. Try again in an hour.")
+    with transaction.atomic():
+        locked = _lock_user(user.pk)
+        _require_available(new_email, locked.pk)
+        PendingEmailChange.objects.filter(user=locked).delete()
+        PendingEmailChange.objects.filter(new_email=new_email, expires_at__lte=timezone.now()
+                                          ).delete()
+        if PendingEmailChange.objects.filter(new_email=new_email).exists():
+            raise _field_error("new_email", "That address is not available.", EmailUnavailable)
+        token = _issue(PendingEmailChange, locked, EMAIL_CHANGE_TTL, new_email=new_email)
+        _mail_after_commit(
+            new_email,
+            "Confirm your new Kody email address",
+            f"Confirm {new_email} as the email for {locked.username}:\n\n"
+            f"{_link('/account/email/confirm', token)}\n\nThe link expires in 24 hours.",
+        )
+        _mail_after_commit(
+            locked.email,
+            "Your Kody email address is being changed",
+            "Someone signed in to your account asked to change its email address. If this was "
+            "not you, change your password now.",
+        )
+    audit.record(category="account", action="email_change_request", result="success",
+                 email=user.email, ip=ip)
+
+
+def _require_available(email: str, user_id: int) -> None:
+    taken = User.objects.filter(email=email).exclude(pk=user_id).exists()
+    if taken or _claimed_by_other(email, user_id):
+        raise _field_error("new_email", "That address is not available.", EmailUnavailable)
+
+
+def confirm_email_change(token: str, *, ip: str | None = None) -> User:
+    row = _consume(PendingEmailChange, token)
+    with transaction.atomic():
+        user = _lock_user(row.user_id)
+        if user.email_verified_at is None:
+            raise EmailNotVerified("Verify your current email address before changing it.")
+        _require_available(row.new_email, user.pk)
+        former = user.email
+        _claim(user, former)  # the former verified address stays claimed
+        _claim(user, row.new_email)
+        user.email = row.new_email
+        user.email_verified_at = timezone.now()
+        user.save(update_fields=["email", "email_verified_at", "updated_at"])
+        EmailVerification.objects.filter(user=user).delete()
+        PasswordReset.objects.filter(user=user).delete()
+    audit.record(category="account", action="email_change", result="success", email=former,
+                 ip=ip)
+    return user
+
+
+def former_emails(user: User) -> list[str]:
+    return list(
+        UserEmailClaim.objects.filter(user=user, status=EmailClaimStatus.CLAIMED)
+        .exclude(email=user.email)
+        .order_by("email")
+        .values_list("email", flat=True)
+    )
+
+
+@refuses_deleting
+def request_claim_release(user: User, email: str, *, ip: str | None = None) -> None:
+    """Mail the former address a link; opening it releases the claim (proves it is still theirs)."""
+    email = normalize_email(email)
+    if email not in former_emails(user):
+        raise _field_error("email", "That is not one of your former addresses.", InvalidInput)
+    if not _within_hourly_budget("claim-release", user.stable_user_id):
+        raise RateLimited("Too many release requests. Try again in an hour.")
+    with transaction.atomic():
+        locked = _lock_user(user.pk)
+        PendingEmailClaimRelease.objects.filter(user=locked, email=email).delete()
+        token = _issue(PendingEmailClaimRelease, locked, EMAIL_CHANGE_TTL, email=email)
+        _mail_after_commit(
+            email,
+            "Release this address from your Kody account",
+            f"Open this link to release {email} so it can be used for another account:\n\n"
+            f"{_link('/account/email/release', token)}\n\nThe link expires in 24 hours.",
+        )
+    audit.record(category="account", action="email_claim_release_request", result="success",
+                 email=email, ip=ip)
+
+
+def confirm_claim_release(token: str, *, ip: str | None = None) -> None:
+    row = _consume(PendingEmailClaimRelease, token)
+    with transaction.atomic():
+        user = _lock_user(row.user_id)
+        if row.email == user.email:
+            raise InvalidToken("The current login address cannot be released.")
+        UserEmailClaim.objects.filter(user=user, email=row.email).update(
+            status=EmailClaimStatus.RELEASED, released_at=timezone.now()
+        )
+    audit.record(category="account", action="email_claim_release", result="success",
+                 email=row.email, ip=ip)
+
+
+# --- login and preferences ----------------------------------------------------------------------
+
+
+def _login_key(identifier: str, ip: str | None) -> str:
+    return "identity:login-fail:" + audit.keyed_hash(f"{ip or '-'}|{identifier.strip().lower()}")
+
+
+def _failures(key: str) -> int:
+    try:
+        return int(cache.get(key) or 0)
+    except Exception:  # noqa: BLE001 — fail open on a cache outage; the password check still runs
+        logger.warning("login rate-limit cache unavailable")
+        return 0
+
+
+def _count_failure(key: str) -> None:
+    try:
+        cache.add(key, 0, timeout=LOGIN_WINDOW_SECONDS)
+        cache.incr(key)
+    except Exception:  # noqa: BLE001
+        logger.warning("login rate-limit cache unavailable")
+
+
+def reset_login_failures(identifier: str, ip: str | None) -> None:
+    cache.delete(_login_key(identifier, ip))
+
+
+def authenticate_login(identifier: str, password: str, *, ip: str | None = None) -> User:
+    """Check credentials (username or email) under a per IP + identifier failure budget."""
+    key = _login_key(identifier, ip)
+    ident = identifier.strip().lower()
+    account = User.objects.filter(
+        models.Q(email=ident) if "@" in ident else models.Q(username__iexact=ident)
+    ).first()
+    email = account.email if account else (ident if "@" in ident else None)
+    if _failures(key) >= LOGIN_MAX_FAILURES:
+        audit.record(category="auth", action="login", result="rate_limited", email=email, ip=ip)
+        raise RateLimited("Too many failed sign-in attempts. Wait 15 minutes and try again.")
+    # Unknown identifiers still go through authenticate(), which runs a dummy hash so response
+    # time does not reveal whether the account exists.
+    user = authenticate(username=account.username if account else ident, password=password)
+    if user is None:
+        _count_failure(key)
+        audit.record(category="auth", action="login", result="failure", email=email, ip=ip,
+                     reason="invalid_credentials")
+        raise InvalidCredentials("That email/username and password do not match.")
+    if user.deleting_at is not None:
+        audit.record(category="auth", action="login", result="failure", email=user.email, ip=ip,
+                     reason="account_deleting")
+        raise AccountDeleting("This account is being deleted.")
+    cache.delete(key)
+    audit.record(category="auth", action="login", result="success", email=user.email, ip=ip)
+    return user
+
+
+def record_logout(user: User, *, ip: str | None = None) -> None:
+    audit.record(category="auth", action="logout", result="success", email=user.email, ip=ip)
+
+
+@refuses_deleting
+def set_experiments_opt_in(user: User, enabled: bool) -> User:
+    with transaction.atomic():
+        locked = _lock_user(user.pk)
+        locked.experiments_opt_in = enabled
+        locked.save(update_fields=["experiments_opt_in", "updated_at"])
+    return locked

@@ -1,0 +1,27 @@
+from django.urls import path
+
+from apps.accounts import views
+
+app_name = "accounts"
+
+urlpatterns = [
+    path("signup", views.signup, name="signup"),
+    path("signup/done", views.signup_done, name="signup_done"),
+    path("login", views.login, name="login"),
+    path("logout", views.logout, name="logout"),
+    path("verify", views.verify, name="verify"),
+    path("reset-password", views.reset_request, name="reset_request"),
+    path("reset-password/confirm", views.reset_confirm, name="reset_confirm"),
+    path("account", views.home, name="home"),
+    path("account/verify/resend", views.resend_verification, name="resend_verification"),
+    path("account/connections", views.connections, name="connections"),
+    path("account/connections/new", views.token_create, name="token_create"),
+    path("account/connections/<int:token_id>/revoke", views.token_revoke, name="token_revoke"),
+    path("account/usage", views.usage, name="usage"),
+    path("account/settings", views.settings_page, name="settings"),
+    path("account/settings/email", views.settings_email, name="settings_email"),
+    path("account/settings/experiments", views.settings_experiments, name="settings_experiments"),
+    path("account/settings/release-email", views.settings_release_email, name="release_email"),
+    path("account/email/confirm", views.email_change_confirm, name="email_confirm"),
+    path("account/email/release", views.email_release_confirm, name="email_release"),
+]

@@ -1,0 +1,94 @@
+"""The identity test cast: an owner and an outsider, plus helpers for mail links and audit rows."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.core import mail
+from django.test import Client
+
+from apps.accounts.models import AuditEvent, User
+from apps.accounts.services import audit, identity
+
+PASSWORD = "correct-horse-battery-staple"
+_counter = itertools.count(1)
+
+
+def unique(prefix: str = "person") -> str:
+    return f"{prefix}{next(_counter)}x"
+
+
+def link_from_mail(message: mail.EmailMessage, path: str) -> str:
+    """The path + query of the one-time link in a mail body (relative, for the test client)."""
+    match = re.search(r"https?://[^/\s]+(" + re.escape(path) + r"\?token=[\w\-]+)", message.body)
+    assert match, f"no {path} link in {message.body!r}"
+    return match.group(1)
+
+
+def token_of(link: str) -> str:
+    return link.split("token=", 1)[1]
+
+
+def audit_actions(email: str | None = None) -> list[tuple[str, str, str]]:
+    rows = AuditEvent.objects.order_by("pk")
+    if email is not None:
+        rows = rows.filter(email_hash=audit.email_hash(email))
+    return [(r.category, r.action, r.result) for r in rows]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(settings: Any) -> None:
+    # Rate-limit counters live in Redis; a per-test key prefix keeps runs independent without
+    # flushing a Redis that other processes may share.
+    settings.CACHES = {
+        **settings.CACHES,
+        "default": {**settings.CACHES["default"], "KEY_PREFIX": f"kody-test-{uuid.uuid4().hex}"},
+    }
+
+
+@pytest.fixture
+def make_user(django_capture_on_commit_callbacks: Any) -> Callable[..., User]:
+    def make(*, verified: bool = True, password: str = PASSWORD, **extra: Any) -> User:
+        name = unique()
+        with django_capture_on_commit_callbacks(execute=True):
+            user = identity.signup(
+                email=extra.pop("email", f"{name}@example.com"),
+                username=extra.pop("username", name),
+                password=password,
+            )
+        if verified:
+            User.objects.filter(pk=user.pk).update(email_verified_at="2026-01-01T00:00:00Z")
+            user.refresh_from_db()
+        mail.outbox.clear()
+        return user
+
+    return make
+
+
+@pytest.fixture
+def owner(make_user: Callable[..., User]) -> User:
+    return make_user()
+
+
+@pytest.fixture
+def outsider(make_user: Callable[..., User]) -> User:
+    return make_user()
+
+
+@pytest.fixture
+def owner_client(owner: User) -> Client:
+    client = Client()
+    client.force_login(owner)
+    return client
+
+
+@pytest.fixture
+def outsider_client(outsider: User) -> Client:
+    client = Client()
+    client.force_login(outsider)
+    return client
