@@ -31,9 +31,11 @@ from apps.accounts.models.platform import (
     SiteBanner,
     SiteBannerDismissal,
 )
+from apps.accounts.models.tokens import AccessToken as AccessToken, TokenKind as TokenKind
 from apps.accounts.models.users import Plan, User
 
 __all__ = [
+    "AccessToken",
     "AccountWriteLeaseRepair",
     "AuditCategory",
     "AuditEvent",
@@ -62,6 +64,7 @@ __all__ = [
     "ReferralStatus",
     "SiteBanner",
     "SiteBannerDismissal",
+    "TokenKind",
     "User",
     "UserEmailClaim",
     "UserTipsEmailOptOut",
