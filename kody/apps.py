@@ -6,3 +6,8 @@ class KodyConfig(AppConfig):
     name = "kody"
     label = "kody"
     verbose_name = "Kody platform kernel"
+
+    def ready(self) -> None:
+        from kody.capabilities import autodiscover
+
+        autodiscover()

@@ -1,0 +1,126 @@
+"""Account capabilities served to agents through the API and MCP."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from apps.accounts.models import AccessToken
+from apps.accounts.services import tokens
+from kody.capabilities import Context, capability
+
+WHOAMI_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "userId": {"type": "string", "description": "Stable user id (never changes)."},
+        "username": {"type": "string"},
+        "email": {"type": "string"},
+        "emailVerified": {"type": "boolean"},
+        "plan": {"type": "string"},
+        "role": {"type": "string", "enum": ["user", "admin"]},
+        "token": {
+            "type": ["object", "null"],
+            "properties": {
+                "name": {"type": "string"},
+                "kind": {"type": "string"},
+                "prefix": {"type": "string"},
+            },
+        },
+    },
+    "required": ["userId", "username", "email", "emailVerified", "plan", "role", "token"],
+}
+
+
+@capability(
+    name="whoami",
+    domain="account",
+    title="Who am I",
+    description="The account this token acts for: stable user id, username, email and plan.",
+    output_schema=WHOAMI_OUTPUT,
+    rest=("GET", "whoami"),
+)
+def whoami(ctx: Context) -> dict[str, Any]:
+    user = ctx.user
+    token = ctx.token
+    return {
+        "userId": user.stable_user_id,
+        "username": user.username,
+        "email": user.email,
+        "emailVerified": user.email_verified_at is not None,
+        "plan": user.plan,
+        "role": "admin" if ctx.is_admin else "user",
+        "token": (
+            {"name": token.name, "kind": token.kind, "prefix": token.token_prefix}
+            if token is not None
+            else None
+        ),
+    }
+
+
+TOKEN_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "name": {"type": "string"},
+        "kind": {"type": "string"},
+        "prefix": {"type": "string"},
+        "createdAt": {"type": "string", "format": "date-time"},
+        "lastUsedAt": {"type": ["string", "null"], "format": "date-time"},
+        "expiresAt": {"type": ["string", "null"], "format": "date-time"},
+        "revokedAt": {"type": ["string", "null"], "format": "date-time"},
+        "current": {"type": "boolean", "description": "True for the token making this call."},
+    },
+    "required": ["id", "name", "kind", "prefix", "createdAt", "current"],
+}
+
+
+@capability(
+    name="accessTokenList",
+    domain="account",
+    title="List access tokens",
+    description="The caller's active access tokens (never their secrets), newest first.",
+    output_schema={
+        "type": "object",
+        "properties": {"tokens": {"type": "array", "items": TOKEN_OUTPUT}},
+        "required": ["tokens"],
+    },
+    rest=("GET", "tokens"),
+)
+def access_token_list(ctx: Context) -> dict[str, Any]:
+    return {"tokens": [_token_view(ctx, t) for t in tokens.list_tokens(ctx.user)]}
+
+
+@capability(
+    name="accessTokenRevoke",
+    domain="account",
+    title="Revoke an access token",
+    description="Revoke one of the caller's access tokens by id. Revoking is idempotent.",
+    input_schema={
+        "type": "object",
+        "properties": {"tokenId": {"type": "integer", "minimum": 1}},
+        "required": ["tokenId"],
+        "additionalProperties": False,
+    },
+    output_schema=TOKEN_OUTPUT,
+    mutates=True,
+)
+def access_token_revoke(ctx: Context, tokenId: int) -> dict[str, Any]:  # noqa: N803
+    return _token_view(ctx, tokens.revoke_token(ctx.user, tokenId, ip=ctx.ip))
+
+
+def _token_view(ctx: Context, token: AccessToken) -> dict[str, Any]:
+    return {
+        "id": token.pk,
+        "name": token.name,
+        "kind": token.kind,
+        "prefix": token.token_prefix,
+        "createdAt": _iso(token.created_at),
+        "lastUsedAt": _iso(token.last_used_at),
+        "expiresAt": _iso(token.expires_at),
+        "revokedAt": _iso(token.revoked_at),
+        "current": ctx.token is not None and ctx.token.pk == token.pk,
+    }
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

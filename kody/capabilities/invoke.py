@@ -1,0 +1,126 @@
+"""Calling a capability: the checks every surface shares, in one order.
+
+Order: the capability exists (404) → the caller's role allows it (403) → the token's scopes
+allow it (403) → the input matches the schema (422) → a mutation is refused once the account is
+being deleted (409) → the handler runs. Admin capabilities write an audit row for every
+attempt, allowed or not, with hashed identifiers only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kody.capabilities.registry import Capability, all_capabilities, get
+from kody.errors import AccountDeleting, Forbidden, InvalidInput, KodyError, NotFound
+
+if TYPE_CHECKING:
+    from apps.accounts.models import AccessToken, User
+
+MAX_REPORTED_ERRORS = 10
+
+
+class UnknownCapability(NotFound):
+    code = "unknown_capability"
+    message = "No such capability."
+
+
+class InsufficientScope(Forbidden):
+    code = "insufficient_scope"
+    message = "This token does not grant that capability."
+
+
+@dataclass(frozen=True)
+class Context:
+    """Who is calling and through which surface; handlers scope every read and write by ``user``."""
+
+    user: User
+    token: AccessToken | None = None
+    surface: str = "api"  # api | mcp | ui | cli
+    ip: str | None = None
+
+    @property
+    def user_id(self) -> str:
+        return self.user.stable_user_id
+
+    @property
+    def is_admin(self) -> bool:
+        return bool(self.user.is_staff)
+
+    @property
+    def client_id(self) -> str | None:
+        return self.token.principal_id if self.token is not None else None
+
+
+def visible_to(ctx: Context) -> list[Capability]:
+    return [cap for cap in all_capabilities() if _may_call(ctx, cap)]
+
+
+def invoke(name: str, ctx: Context, arguments: Mapping[str, Any] | None = None) -> Any:
+    cap = get(name)
+    if cap is None:
+        raise UnknownCapability(details={"name": name})
+    try:
+        result = _checked_call(cap, ctx, arguments)
+    except KodyError as exc:
+        _audit_admin(cap, ctx, "failure", reason=exc.code)
+        raise
+    _audit_admin(cap, ctx, "success")
+    return result
+
+
+def _checked_call(cap: Capability, ctx: Context, arguments: Mapping[str, Any] | None) -> Any:
+    if cap.role == "admin" and not ctx.is_admin:
+        raise Forbidden("This capability is for operators.", details={"name": cap.name})
+    if ctx.token is not None and not ctx.token.allows(cap.scope):
+        raise InsufficientScope(details={"name": cap.name, "scope": cap.scope})
+    data = _validated(cap, arguments)
+    if cap.mutates and _is_deleting(ctx.user):
+        raise AccountDeleting()
+    return cap.handler(ctx, **data)
+
+
+def _may_call(ctx: Context, cap: Capability) -> bool:
+    if cap.role == "admin" and not ctx.is_admin:
+        return False
+    return ctx.token is None or ctx.token.allows(cap.scope)
+
+
+def _validated(cap: Capability, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    data = {} if arguments is None else arguments
+    if not isinstance(data, Mapping):
+        raise InvalidInput("The input must be a JSON object.", details={"errors": []})
+    errors = sorted(cap.validator.iter_errors(dict(data)), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise InvalidInput(
+            details={
+                "errors": [
+                    {"path": "/" + "/".join(str(p) for p in e.absolute_path), "message": e.message}
+                    for e in errors[:MAX_REPORTED_ERRORS]
+                ]
+            }
+        )
+    return dict(data)
+
+
+def _is_deleting(user: User) -> bool:
+    # Read fresh: deletion may have been marked after this caller authenticated.
+    return type(user).objects.filter(pk=user.pk, deleting_at__isnull=False).exists()
+
+
+def _audit_admin(cap: Capability, ctx: Context, result: str, reason: str | None = None) -> None:
+    if cap.role != "admin":
+        return
+    from apps.accounts.services import audit
+
+    audit.record(
+        category="admin",
+        action=cap.name,
+        result=result,
+        email=ctx.user.email,
+        ip=ctx.ip,
+        client_id=ctx.client_id,
+        path=f"{ctx.surface}:{cap.name}",
+        reason=reason,
+    )
