@@ -200,7 +200,8 @@ BILLING_ENABLED = bool(STRIPE_SECRET_KEY)
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
-SPECTACULAR_SETTINGS = {"TITLE": "Kody API", "VERSION": "1.0.0"}
+# 3.1 so capability schemas (JSON Schema 2020-12, as MCP uses) appear in the document unchanged.
+SPECTACULAR_SETTINGS = {"TITLE": "Kody API", "VERSION": "1.0.0", "OAS_VERSION": "3.1.0"}
 
 # --- Security ----------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True

@@ -1,0 +1,157 @@
+"""The capability registry over HTTP: list, call by name, and per-capability routes.
+
+Each registered capability gets ``POST /api/v1/capabilities/<name>`` with its own request and
+response schema in the OpenAPI document, plus its REST alias when it declares one. A catch-all
+route answers names registered later (and unknown names, with 404 ``unknown_capability``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from kody.api.authentication import BearerTokenAuthentication
+from kody.api.exceptions import handle_exception
+from kody.capabilities import Capability, Context, invoke, visible_to
+from kody.errors import InvalidInput
+
+ANY_OBJECT = {"type": "object", "additionalProperties": True}
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(help_text="Machine-readable, e.g. invalid_input.")
+    message = serializers.CharField()
+    details = serializers.DictField()
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer()
+
+
+ERRORS = {
+    status: OpenApiResponse(ErrorSerializer, description=text)
+    for status, text in {
+        400: "Malformed request (bad_request).",
+        401: "Missing, invalid, revoked or expired token (unauthenticated).",
+        403: "Role or token scope does not allow this (forbidden, insufficient_scope).",
+        404: "Unknown capability or object (unknown_capability, not_found, ...).",
+        409: "Conflicts with current state (account_deleting, ...).",
+        422: "Input does not match the capability's schema (invalid_input).",
+        429: "Rate or plan limit reached (rate_limited, limit_reached).",
+    }.items()
+}
+
+CAPABILITY_LIST = {
+    "type": "object",
+    "properties": {
+        "capabilities": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "domain": {"type": "string"},
+                    "title": {"type": "string"},
+                    "description": {"type": "string"},
+                    "role": {"type": "string", "enum": ["user", "admin"]},
+                    "mutates": {"type": "boolean"},
+                    "inputSchema": ANY_OBJECT,
+                    "outputSchema": {"type": ["object", "null"]},
+                },
+            },
+        }
+    },
+}
+
+
+class CapabilityAPIView(APIView):
+    authentication_classes = [BearerTokenAuthentication]
+    permission_classes = [IsAuthenticated]
+    parser_classes = [JSONParser]
+
+    def get_exception_handler(self) -> Callable[..., Response | None]:
+        return handle_exception
+
+    def caller(self, request: Request) -> Context:
+        return Context(
+            user=request.user, token=request.auth, surface="api", ip=request.META.get("REMOTE_ADDR")
+        )
+
+    def call(self, request: Request, name: str, arguments: Any) -> Response:
+        if not isinstance(arguments, dict):
+            raise InvalidInput("The request body must be a JSON object.")
+        return Response(invoke(name, self.caller(request), arguments))
+
+
+def describe(cap: Capability) -> dict[str, Any]:
+    return {
+        "name": cap.name,
+        "domain": cap.domain,
+        "title": cap.title or cap.name,
+        "description": cap.description,
+        "role": cap.role,
+        "mutates": cap.mutates,
+        "inputSchema": dict(cap.input_schema),
+        "outputSchema": dict(cap.output_schema) if cap.output_schema is not None else None,
+    }
+
+
+class CapabilityListView(CapabilityAPIView):
+    @extend_schema(
+        operation_id="capabilityList",
+        summary="List the capabilities this token may call",
+        tags=["capabilities"],
+        responses={200: OpenApiResponse(CAPABILITY_LIST), **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        return Response({"capabilities": [describe(c) for c in visible_to(self.caller(request))]})
+
+
+class CapabilityCallView(CapabilityAPIView):
+    @extend_schema(exclude=True)
+    def post(self, request: Request, name: str) -> Response:
+        return self.call(request, name, request.data)
+
+
+def call_view(cap: Capability) -> Callable[..., Any]:
+    """``POST /capabilities/<name>``: the body is the capability's input object."""
+
+    def post(self: CapabilityAPIView, request: Request) -> Response:
+        return self.call(request, cap.name, request.data)
+
+    documented = _document(cap, f"{cap.name}Call", request_schema=cap.input_schema)(post)
+    return type(f"{cap.name}CallView", (CapabilityAPIView,), {"post": documented}).as_view()
+
+
+def alias_view(cap: Capability) -> Callable[..., Any]:
+    """The capability's REST alias; a GET alias takes its input from the query string."""
+    assert cap.rest is not None
+    method = cap.rest.method.lower()
+
+    def handler(self: CapabilityAPIView, request: Request) -> Response:
+        arguments = request.query_params.dict() if method == "get" else request.data
+        return self.call(request, cap.name, arguments)
+
+    request_schema = cap.input_schema if method == "post" else None
+    documented = _document(cap, cap.name, request_schema=request_schema)(handler)
+    return type(f"{cap.name}AliasView", (CapabilityAPIView,), {method: documented}).as_view()
+
+
+def _document(cap: Capability, operation_id: str, request_schema: Any) -> Callable[..., Any]:
+    output = dict(cap.output_schema) if cap.output_schema is not None else ANY_OBJECT
+    return extend_schema(
+        operation_id=operation_id,
+        summary=cap.title or cap.name,
+        description=cap.description + (" Operators only; audited." if cap.role == "admin" else ""),
+        tags=[cap.domain],
+        request={"application/json": dict(request_schema)} if request_schema is not None else None,
+        responses={200: OpenApiResponse(output), **ERRORS},
+    )
