@@ -1,0 +1,85 @@
+"""The ``/mcp`` ASGI app and the router that puts it in front of Django.
+
+The SDK's Streamable HTTP session manager runs stateless with JSON responses: every POST is a
+complete JSON-RPC exchange, so any worker process can answer any request and nothing about a
+session lives in memory. Bearer tokens are checked by the SDK's auth middleware through a
+verifier that asks the accounts token service, so a missing or bad token gets a 401 with
+``WWW-Authenticate: Bearer`` before the MCP layer sees the request. The session manager needs
+the ASGI lifespan (uvicorn and hypercorn send it); ``with_mcp`` forwards lifespan to this app.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from mcp.server.auth.provider import AccessToken as McpAccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from kody.mcp.server import TOKEN_CLAIM, build_server, db_call
+
+MCP_PATH = "/mcp"
+
+
+class DjangoTokenVerifier:
+    async def verify_token(self, token: str) -> McpAccessToken | None:
+        from apps.accounts.services.tokens import authenticate_bearer
+
+        found = await db_call(authenticate_bearer, token)
+        if found is None:
+            return None
+        return McpAccessToken(
+            token=found.token_prefix,  # the SDK never needs the secret again; do not keep it
+            client_id=found.principal_id,
+            scopes=list(found.scopes),
+            expires_at=int(found.expires_at.timestamp()) if found.expires_at else None,
+            subject=found.user.stable_user_id,
+            claims={TOKEN_CLAIM: found.pk},
+        )
+
+
+def build_app() -> Starlette:
+    return build_server().streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        json_response=True,
+        stateless_http=True,
+        transport_security=transport_security(),
+        auth=AuthSettings(issuer_url=settings.SITE_URL, resource_server_url=None),
+        token_verifier=DjangoTokenVerifier(),
+    )
+
+
+def transport_security() -> TransportSecuritySettings:
+    """Host/Origin checks mirroring ALLOWED_HOSTS; Django's wildcard forms switch them off."""
+    hosts = list(settings.ALLOWED_HOSTS)
+    if not hosts or any(h == "*" or h.startswith(".") for h in hosts):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    origins = [settings.SITE_URL.rstrip("/")]
+    for host in hosts:
+        origins += [
+            f"{scheme}://{host}{port}" for scheme in ("http", "https") for port in ("", ":*")
+        ]
+    return TransportSecuritySettings(
+        allowed_hosts=[pattern for host in hosts for pattern in (host, f"{host}:*")],
+        allowed_origins=origins,
+    )
+
+
+def with_mcp(django_app: ASGIApp, mcp_app: ASGIApp) -> Any:
+    """One ASGI callable: ``/mcp`` and the lifespan go to the MCP app, the rest to Django."""
+
+    async def application(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan" or _is_mcp(scope):
+            await mcp_app(scope, receive, send)
+        else:
+            await django_app(scope, receive, send)
+
+    return application
+
+
+def _is_mcp(scope: Scope) -> bool:
+    path = scope.get("path", "")
+    return scope["type"] == "http" and (path == MCP_PATH or path.startswith(MCP_PATH + "/"))

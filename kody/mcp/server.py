@@ -1,0 +1,138 @@
+"""The MCP server: the capability registry as MCP tools, on the official SDK's low-level Server.
+
+Handlers are async (the SDK runs on anyio); everything that touches Django runs in a worker
+thread through ``db_call``, which drops stale connections before and after like Django's own
+request cycle does. Domain errors come back as tool results with ``isError`` set and the same
+``{"error": {...}}`` body the HTTP API uses; an unknown tool is a JSON-RPC invalid-params error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from kody.capabilities import Capability, Context, get, invoke, visible_to
+from kody.errors import KodyError, Unauthenticated
+
+SERVER_NAME = "kody"
+SERVER_VERSION = "1.0.0"
+INSTRUCTIONS = (
+    "Kody acts for the person who owns this token. Every tool reads and writes only that "
+    "person's data. Errors come back as results with isError set and a JSON body "
+    '{"error": {"code", "message", "details"}}.'
+)
+TOKEN_CLAIM = "kody_token_id"
+
+T = TypeVar("T")
+
+
+async def db_call(fn: Callable[..., T], *args: Any) -> T:
+    def run() -> T:
+        close_old_connections()
+        try:
+            return fn(*args)
+        finally:
+            close_old_connections()
+
+    return await sync_to_async(run, thread_sensitive=False)()
+
+
+def build_server() -> Server[Any]:
+    return Server(
+        SERVER_NAME,
+        version=SERVER_VERSION,
+        title="Kody",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def list_tools(
+    ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    try:
+        tools = await db_call(_visible_tools, _token_id(ctx))
+    except KodyError as exc:
+        raise MCPError(types.INVALID_REQUEST, exc.message, exc.as_dict()) from exc
+    return types.ListToolsResult(tools=tools)
+
+
+async def call_tool(
+    ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    if get(params.name) is None:
+        raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+    try:
+        result = await db_call(_invoke, _token_id(ctx), params.name, params.arguments, _ip(ctx))
+    except KodyError as exc:
+        return _error_result(exc)
+    return _success_result(result)
+
+
+def _caller(token_id: int, ip: str | None = None) -> Context:
+    from apps.accounts.models import AccessToken
+
+    token = AccessToken.objects.select_related("user").filter(pk=token_id).first()
+    # The token was checked moments ago at the HTTP layer; this catches a revoke in between.
+    if token is None or not token.is_active:
+        raise Unauthenticated()
+    return Context(user=token.user, token=token, surface="mcp", ip=ip)
+
+
+def _visible_tools(token_id: int) -> list[types.Tool]:
+    return [_tool(cap) for cap in visible_to(_caller(token_id))]
+
+
+def _invoke(token_id: int, name: str, arguments: Mapping[str, Any] | None, ip: str | None) -> Any:
+    return invoke(name, _caller(token_id, ip), arguments)
+
+
+def _tool(cap: Capability) -> types.Tool:
+    return types.Tool(
+        name=cap.name,
+        title=cap.title or None,
+        description=cap.description,
+        input_schema=dict(cap.input_schema),
+        output_schema=dict(cap.output_schema) if cap.output_schema is not None else None,
+        annotations=types.ToolAnnotations(
+            title=cap.title or None, read_only_hint=not cap.mutates, open_world_hint=False
+        ),
+    )
+
+
+def _success_result(result: Any) -> types.CallToolResult:
+    text = json.dumps(result, separators=(",", ":"), default=str)
+    structured = result if isinstance(result, dict) else None
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+def _error_result(exc: KodyError) -> types.CallToolResult:
+    body = {"error": exc.as_dict()}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(body))], is_error=True
+    )
+
+
+def _token_id(ctx: ServerRequestContext[Any]) -> int:
+    user = ctx.request.scope.get("user") if ctx.request is not None else None
+    if not isinstance(user, AuthenticatedUser):
+        # The HTTP layer refuses unauthenticated requests; reaching here is a wiring bug.
+        raise MCPError(types.INTERNAL_ERROR, "request reached the MCP server without a token")
+    return int((user.access_token.claims or {})[TOKEN_CLAIM])
+
+
+def _ip(ctx: ServerRequestContext[Any]) -> str | None:
+    client = ctx.request.scope.get("client") if ctx.request is not None else None
+    return client[0] if client else None
