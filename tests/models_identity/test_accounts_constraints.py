@@ -317,3 +317,35 @@ def test_username_redirect_and_agent_session_keys_are_unique():
     refuses(lambda: m.UsernameRedirect.objects.create(old_username="old", user_id="b" * 64))
     m.McpAgentSession.objects.create(do_id="do-1", user_id="a" * 64)
     refuses(lambda: m.McpAgentSession.objects.create(do_id="do-1", user_id="b" * 64))
+
+
+def test_raw_delete_of_a_user_cascades_and_nulls_in_the_database(owner, outsider):
+    """Account deletion ends with a raw DELETE FROM users; the database must do the rest."""
+    from django.db import connection
+
+    banner = m.SiteBanner.objects.create(title="t", created_by=owner, updated_by=owner)
+    m.SiteBannerDismissal.objects.create(banner=banner, user=owner)
+    m.FeatureFlag.objects.create(key="f", updated_by=owner)
+    m.FeatureFlagUserOverride.objects.create(flag_key="f", user=owner, enabled=True,
+                                             updated_by=outsider)
+    m.Invite.objects.create(code="c", created_by=owner)
+    m.UserEmailClaim.objects.create(user=owner, email=owner.email, status="claimed")
+    for model in (m.PasswordReset, m.EmailVerification):
+        model.objects.create(user=owner, token_hash=f"{model.__name__}-h", expires_at=SOON)
+    m.PendingEmailChange.objects.create(user=owner, token_hash="c", new_email="n@x.io",
+                                        expires_at=SOON)
+    m.PendingEmailClaimRelease.objects.create(user=owner, token_hash="r", email="e@x.io",
+                                              expires_at=SOON)
+    m.OAuthConnection.objects.create(provider_name="github", provider_id="1", user=owner)
+    m.Passkey.objects.create(id="cred", aaguid="0", public_key="pk", user=owner,
+                             webauthn_user_handle="h", device_type="singleDevice")
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM users WHERE id = %s", [owner.pk])
+    banner.refresh_from_db()
+    assert (banner.created_by_id, banner.updated_by_id) == (None, None)
+    assert m.FeatureFlag.objects.get(key="f").updated_by_id is None
+    assert m.Invite.objects.get(code="c").created_by_id is None
+    for model in (m.SiteBannerDismissal, m.FeatureFlagUserOverride, m.UserEmailClaim,
+                  m.PasswordReset, m.EmailVerification, m.PendingEmailChange,
+                  m.PendingEmailClaimRelease, m.OAuthConnection, m.Passkey):
+        assert not model.objects.exists(), model.__name__

@@ -34,9 +34,9 @@ class PlatformOAuthApp(models.Model):
     # The one credential ciphertext kept outside the secret store; only the platform-app
     # service decrypts it.
     client_secret_encrypted = models.TextField(null=True, blank=True)
-    token_url = models.URLField(max_length=2048)
-    authorize_url = models.URLField(max_length=2048)
-    api_base_url = models.URLField(max_length=2048, null=True, blank=True)
+    token_url = models.CharField(max_length=2048)
+    authorize_url = models.CharField(max_length=2048)
+    api_base_url = models.CharField(max_length=2048, null=True, blank=True)
     flow = models.CharField(max_length=16, choices=OAuthFlow.choices)
     use_pkce = models.BooleanField(null=True, blank=True)
     token_exchange_style = models.CharField(
