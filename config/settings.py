@@ -203,6 +203,17 @@ REST_FRAMEWORK = {
 # 3.1 so capability schemas (JSON Schema 2020-12, as MCP uses) appear in the document unchanged.
 SPECTACULAR_SETTINGS = {"TITLE": "Kody API", "VERSION": "1.0.0", "OAS_VERSION": "3.1.0"}
 
+# --- Mail --------------------------------------------------------------------------------
+# Account mail (verification, reset, email change). Development prints it to the console;
+# production sets KODY_EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend and the host.
+EMAIL_BACKEND = envstr("KODY_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = envstr("KODY_EMAIL_HOST", "localhost")
+EMAIL_PORT = envint("KODY_EMAIL_PORT", 25)
+EMAIL_HOST_USER = envstr("KODY_EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = envstr("KODY_EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = envbool("KODY_EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = envstr("KODY_DEFAULT_FROM_EMAIL", "Kody <no-reply@localhost>")
+
 # --- Security ----------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = not DEBUG

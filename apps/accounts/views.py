@@ -427,43 +427,31 @@ def _effective_plan(user: User) -> str:
 
 
 def _usage_summary(user: User) -> dict[str, Any]:
-    """``{"plan", "resources": [{"name", "label", "used", "limit"}], "metered"}``."""
+    """The entitlements summary when that app provides one, else plan limits with no counts."""
     try:
         from apps.entitlements.services import usage_summary
     except ImportError:
         usage_summary = None
     if usage_summary is not None:
-        return _with_display(_normalize_summary(usage_summary(user)))
+        summary = usage_summary(user)
+        label = _field(summary, "plan_label") or _field(summary, "plan") or "free"
+        return {"plan": str(label), "entitlements": summary, "metered": True}
     plan = _effective_plan(user)
     resources = [
-        {"name": name, "label": _label(name), "used": None, "limit": limits[plan]}
+        {
+            "name": name,
+            "label": _label(name),
+            "used": None,
+            "limit": limits[plan],
+            "limit_display": f"{limits[plan]:,}",
+        }
         for name, limits in _FALLBACK_DAILY_LIMITS.items()
     ]
-    return _with_display({"plan": plan, "resources": resources, "metered": False})
+    return {"plan": plan, "resources": resources, "metered": False}
 
 
-def _normalize_summary(summary: Any) -> dict[str, Any]:
-    data = dict(summary) if isinstance(summary, dict) else dict(vars(summary))
-    raw = data.get("resources") or data.get("usage") or []
-    if isinstance(raw, dict):
-        raw = [{"name": name, **value} for name, value in raw.items()]
-    resources = [
-        {
-            "name": item.get("name") or item.get("resource"),
-            "label": item.get("label") or _label(str(item.get("name") or item.get("resource"))),
-            "used": item.get("used", item.get("count")),
-            "limit": item.get("limit"),
-        }
-        for item in raw
-    ]
-    return {"plan": data.get("plan", "free"), "resources": resources, "metered": True}
-
-
-def _with_display(summary: dict[str, Any]) -> dict[str, Any]:
-    for row in summary["resources"]:
-        row["used_display"] = "" if row["used"] is None else f"{row['used']:,}"
-        row["limit_display"] = "" if row["limit"] is None else f"{row['limit']:,}"
-    return summary
+def _field(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
 
 
 def _label(name: str) -> str:
