@@ -8,6 +8,7 @@ urlpatterns = [
     path("healthz", kernel_views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("", include("apps.accounts.urls")),
+    path("", include("apps.entitlements.urls")),
     # /mcp is served in front of Django by config.asgi (the MCP SDK's Streamable HTTP app).
     path("api/v1/", include("kody.api.urls")),
 ]

@@ -6,3 +6,8 @@ class EntitlementsConfig(AppConfig):
     name = "apps.entitlements"
     label = "entitlements"
     verbose_name = "Entitlements"
+
+    def ready(self) -> None:
+        from apps.entitlements import signals
+
+        signals.connect()
