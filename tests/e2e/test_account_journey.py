@@ -1,4 +1,4 @@
-"""A person signs up, verifies, signs in, creates a token (seen once) and sees usage — in Chromium."""
+"""In Chromium: a person signs up, verifies, signs in, creates a token (seen once), sees usage."""
 
 from __future__ import annotations
 

@@ -92,3 +92,11 @@ def outsider_client(outsider: User) -> Client:
     client = Client()
     client.force_login(outsider)
     return client
+
+
+class FailingEmailBackend:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def send_messages(self, messages: Any) -> int:
+        raise ConnectionRefusedError("smtp down")

@@ -1,4 +1,4 @@
-"""Signup: the stable id, the email claim, the verification mail, and refusals that write nothing."""
+"""Signup: the stable id, the email claim, the verification mail; refusals write nothing."""
 
 from __future__ import annotations
 
@@ -113,3 +113,19 @@ def test_csrf_is_enforced(django_capture_on_commit_callbacks: Any) -> None:
                                        "password": PASSWORD})
     assert response.status_code == 403
     assert not User.objects.exists()
+
+
+def test_verification_mail_outcome_is_kept_on_the_account(
+    client: Client, django_capture_on_commit_callbacks: Any, settings: Any
+) -> None:
+    _post(client, django_capture_on_commit_callbacks,
+          email="sent@example.com", username="mail-sent", password=PASSWORD)
+    assert User.objects.get(username="mail-sent").verification_email_status == "sent"
+
+    settings.EMAIL_BACKEND = "tests.identity.conftest.FailingEmailBackend"
+    response = _post(client, django_capture_on_commit_callbacks,
+                     email="lost@example.com", username="mail-lost", password=PASSWORD)
+    assert response.status_code == 302  # the account exists; the person can ask for a resend
+    user = User.objects.get(username="mail-lost")
+    assert user.verification_email_status == "failed"
+    assert user.verification_email_error == "ConnectionRefusedError"

@@ -180,11 +180,34 @@ def _link(path: str, token: str) -> str:
     return f"{settings.SITE_URL.rstrip('/')}{path}?token={token}"
 
 
-def _mail_after_commit(to: str, subject: str, body: str) -> None:
+def _mail_after_commit(
+    to: str, subject: str, body: str, *, on_result: Callable[[Exception | None], None] | None = None
+) -> None:
     def send() -> None:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to], fail_silently=False)
+        try:
+            send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to], fail_silently=False)
+        except Exception as exc:  # noqa: BLE001 — the state change already committed
+            logger.exception("account mail not sent: %s", subject)
+            if on_result:
+                on_result(exc)
+            return
+        if on_result:
+            on_result(None)
 
     transaction.on_commit(send, robust=True)
+
+
+def _record_verification_mail(user_id: int) -> Callable[[Exception | None], None]:
+    """Keep the latest verify-mail outcome on the user so support can see why none arrived."""
+
+    def record(error: Exception | None) -> None:
+        User.objects.filter(pk=user_id).update(
+            verification_email_status="failed" if error else "sent",
+            verification_email_status_at=timezone.now(),
+            verification_email_error=type(error).__name__ if error else None,
+        )
+
+    return record
 
 
 def _within_hourly_budget(kind: str, key: str) -> bool:
@@ -343,6 +366,7 @@ def _send_verification(user: User) -> None:
         "Confirm this address for your Kody account "
         f"({user.username}) by opening:\n\n{_link('/verify', token)}\n\n"
         "The link works once and expires in 24 hours. If you did not sign up, ignore this mail.",
+        on_result=_record_verification_mail(user.pk),
     )
 
 
@@ -407,7 +431,10 @@ def check_reset_token(token: str) -> None:
 
 def reset_password(token: str, password: str, *, ip: str | None = None) -> User:
     check_reset_token(token)
-    row = PasswordReset.objects.select_related("user").get(token_hash=_token_hash(token))
+    pending = PasswordReset.objects.select_related("user").filter(token_hash=_token_hash(token))
+    row = pending.first()
+    if row is None:
+        raise InvalidToken("This link is not valid or was already used. Request a new one.")
     # Validate before consuming so a weak password does not burn the link.
     clean_password(password, row.user)
     row = _consume(PasswordReset, token)
