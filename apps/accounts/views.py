@@ -13,6 +13,8 @@ from django.contrib.auth import logout as auth_logout
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import filesizeformat
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -20,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts import forms
 from apps.accounts.models import User
 from apps.accounts.services import identity, tokens
+from apps.entitlements import plans
 from kody.errors import KodyError
 
 View = Callable[..., HttpResponse]
@@ -266,7 +269,7 @@ def email_release_confirm(request: HttpRequest) -> HttpResponse:
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
     user = _user(request)
-    return _render(request, "home.html", {"account": user, "plan": _usage_summary(user)["plan"]})
+    return _render(request, "home.html", {"account": user, "plan": _plan(user).label})
 
 
 def _connections(
@@ -405,54 +408,27 @@ def settings_release_email(request: HttpRequest) -> HttpResponse:
 
 # --- usage ----------------------------------------------------------------------------------
 
-# Daily limits per plan (SCHEMA §6), used only until the entitlements app provides
-# ``apps.entitlements.services.usage_summary``; then that function is the single source.
-_FALLBACK_DAILY_LIMITS: dict[str, dict[str, int]] = {
-    "execute_calls_per_day": {"free": 250, "standard": 5_000, "pro": 10_000, "max": 500_000},
-    "outbound_fetches_per_day": {
-        "free": 1_000, "standard": 20_000, "pro": 40_000, "max": 2_000_000,
-    },
-    "job_runs_per_day": {"free": 500, "standard": 10_000, "pro": 20_000, "max": 1_000_000},
-    "email_sends_per_day": {"free": 10, "standard": 200, "pro": 500, "max": 10_000},
-    "email_receives_per_day": {"free": 50, "standard": 1_000, "pro": 2_000, "max": 20_000},
-}
-_PLAN_RANK = {"free": 0, "standard": 1, "pro": 2, "max": 3}
 
-
-def _effective_plan(user: User) -> str:
-    if user.plan == "max":
-        return "max"
-    stripe_plan = user.stripe_plan or "free"
-    return max(user.plan, stripe_plan, key=lambda plan: _PLAN_RANK.get(plan, 0))
+def _plan(user: User) -> plans.Plan:
+    return plans.effective_plan_for(user, now=timezone.now())
 
 
 def _usage_summary(user: User) -> dict[str, Any]:
-    """The entitlements summary when that app provides one, else plan limits with no counts."""
+    """The entitlements usage summary once that app provides it; until then the effective plan
+    and its limits, with counts shown as not measured."""
     try:
         from apps.entitlements.services import usage_summary
     except ImportError:
         usage_summary = None
+    plan = _plan(user)
     if usage_summary is not None:
-        summary = usage_summary(user)
-        label = _field(summary, "plan_label") or _field(summary, "plan") or "free"
-        return {"plan": str(label), "entitlements": summary, "metered": True}
-    plan = _effective_plan(user)
+        return {"plan": plan.label, "entitlements": usage_summary(user), "metered": True}
     resources = [
-        {
-            "name": name,
-            "label": _label(name),
-            "used": None,
-            "limit": limits[plan],
-            "limit_display": f"{limits[plan]:,}",
-        }
-        for name, limits in _FALLBACK_DAILY_LIMITS.items()
+        {"label": res.label, "limit_display": _display(plans.LIMITS[plan][name], res)}
+        for name, res in plans.RESOURCES.items()
     ]
-    return {"plan": plan, "resources": resources, "metered": False}
+    return {"plan": plan.label, "resources": resources, "metered": False}
 
 
-def _field(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
-def _label(name: str) -> str:
-    return name.replace("_per_day", " today").replace("_", " ").capitalize()
+def _display(limit: int, res: plans.Resource) -> str:
+    return filesizeformat(limit) if res.kind == plans.Kind.BYTES else f"{limit:,}"

@@ -24,12 +24,24 @@ def test_usage_shows_the_plan_and_its_limits(owner: User, owner_client: Client) 
     body = response.content.decode()
     assert response.status_code == 200
     assert "Free" in body and "<table" in body and "250" in body  # free daily execute calls
+    assert "Storage" in body and "16.0" in body  # 16 MiB
 
 
 def test_usage_follows_the_effective_plan(owner: User, owner_client: Client) -> None:
     User.objects.filter(pk=owner.pk).update(stripe_plan="pro")
     body = owner_client.get("/account/usage").content.decode()
     assert "Pro" in body and "10,000" in body
+
+
+def test_usage_counts_a_standard_overlay(owner: User, owner_client: Client) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    User.objects.filter(pk=owner.pk).update(
+        referral_standard_credit_expires_at=timezone.now() + timedelta(days=3)
+    )
+    assert "Standard" in owner_client.get("/account/usage").content.decode()
 
 
 def test_experiments_toggle(owner: User, owner_client: Client) -> None:
