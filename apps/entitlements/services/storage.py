@@ -1,0 +1,142 @@
+"""Storage bytes: what a user's public rows weigh, and the bucket estimates beside it.
+
+The authoritative counter lives in the UserMeter actor (``storage_bytes_state``); this module
+computes the value the reconciliation lane sets there. Payload bytes are the uncompressed
+text size of every row the user owns in the public schema (``octet_length(row::text)``; the
+on-disk size would let compressible data slip under the cap), found through ``apps.accounts.surfaces`` so a new user-owned table is counted without an edit
+here. Identity/auth rows and platform telemetry are not payload and are left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+from django.db import connection
+from django.db.models import Sum
+from django.utils import timezone
+
+from apps.accounts import surfaces
+from apps.accounts.surfaces import Match, TableTarget
+
+# Platform-generated rows that describe the user rather than hold their data.
+NOT_PAYLOAD = frozenset(
+    {
+        "users",
+        "usage_events",
+        "usage_rollups",
+        "compute_overage_invoices",
+        "feature_flag_exposure_rollups",
+        "user_storage_buckets",
+        "user_usage_campaigns",
+        "user_usage_campaign_sends",
+        "mcp_agent_sessions",
+        "username_redirects",
+        "package_kody_id_redirects",
+        "saved_package_search_index_debt",
+        "repo_session_due_owners",
+        "email_inbound_due_owners",
+        "email_outbound_provider_index",
+        "email_outbound_provider_index_repair_owners",
+        "package_service_states",
+    }
+)
+_IDENT_OK = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _ident(name: str) -> str:
+    if not name or not set(name) <= _IDENT_OK:
+        raise ValueError(f"unsafe SQL identifier {name!r}")
+    return f'"{name}"'
+
+
+@lru_cache(maxsize=1)
+def _existing_tables() -> frozenset[str]:
+    with connection.cursor() as cursor:
+        return frozenset(connection.introspection.table_names(cursor))
+
+
+def _clause(target: TableTarget) -> str | None:
+    table = _ident(target.table)
+    if target.match == Match.USER_ID:
+        return f"SELECT octet_length(t.*::text) AS b FROM {table} t WHERE t.{_ident(target.columns[0])} = %(uid)s"
+    if target.match == Match.USER_COLUMNS:
+        owned = " OR ".join(f"t.{_ident(c)} = %(uid)s" for c in target.columns)
+        return f"SELECT octet_length(t.*::text) AS b FROM {table} t WHERE {owned}"
+    if target.match == Match.BUCKET_PARENT and target.parent:
+        parent = _ident(target.parent)
+        return (
+            f"SELECT octet_length(t.*::text) AS b FROM {table} t WHERE t.{_ident(target.columns[0])}"
+            f" IN (SELECT p.id FROM {parent} p WHERE p.user_id = %(uid)s)"
+        )
+    return None
+
+
+@lru_cache(maxsize=1)
+def payload_sql() -> str:
+    existing = _existing_tables()
+    seen: set[tuple[str, str]] = set()
+    parts: list[str] = []
+    for target in surfaces.USER_TABLE_TARGETS:
+        key = (target.table, target.match)
+        if target.table in NOT_PAYLOAD or target.table not in existing or key in seen:
+            continue
+        if target.parent and target.parent not in existing:
+            continue
+        clause = _clause(target)
+        if clause:
+            seen.add(key)
+            parts.append(clause)
+    if not parts:
+        return "SELECT 0"
+    return "SELECT COALESCE(SUM(b), 0)::bigint FROM (" + " UNION ALL ".join(parts) + ") rows"
+
+
+def payload_bytes(stable_user_id: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(payload_sql(), {"uid": stable_user_id})
+        return int(cursor.fetchone()[0])
+
+
+def reset_payload_sql_cache() -> None:
+    """For tests and after migrations that add user-owned tables."""
+    _existing_tables.cache_clear()
+    payload_sql.cache_clear()
+
+
+# --- bucket estimates (check-only, never reserved into the meter) ----------------------------
+
+Estimator = Callable[[str, str], int]  # (stable_user_id, storage_id) -> bytes
+_ESTIMATORS: dict[str, Estimator] = {}
+
+
+def register_bucket_estimator(kind: str, estimator: Estimator) -> None:
+    """Apps that own a bucket kind (StorageRunner, repo sessions) register how to measure it."""
+    _ESTIMATORS[kind] = estimator
+
+
+def bucket_estimate_total(stable_user_id: str) -> int:
+    from apps.packages.models import UserStorageBucket
+
+    total = UserStorageBucket.objects.filter(user_id=stable_user_id).aggregate(
+        total=Sum("estimated_bytes")
+    )["total"]
+    return int(total or 0)
+
+
+def backfill_bucket_estimates(*, batch: int = 100) -> int:
+    """Measure buckets that have no estimate yet; returns how many were measured."""
+    from apps.packages.models import UserStorageBucket
+
+    rows = list(
+        UserStorageBucket.objects.filter(
+            estimated_bytes__isnull=True, kind__in=list(_ESTIMATORS)
+        ).order_by("last_seen_at", "id")[:batch]
+    )
+    measured = 0
+    for row in rows:
+        size = _ESTIMATORS[row.kind](row.user_id, row.storage_id)
+        measured += UserStorageBucket.objects.filter(
+            pk=row.pk, estimated_bytes__isnull=True
+        ).update(estimated_bytes=size, estimated_bytes_updated_at=timezone.now())
+    return measured
