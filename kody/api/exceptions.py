@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -11,6 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from kody.errors import KodyError
+
+logger = logging.getLogger(__name__)
 
 # DRF's own exceptions, renamed to the codes our clients see.
 _DRF_CODES = {
@@ -33,7 +36,8 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
         return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
     response = exception_handler(exc, context)
     if response is None:
-        return None  # an unexpected error: Django logs it and answers 500
+        logger.error("unhandled API error", exc_info=exc)
+        return Response(error_body("internal_error", "Something went wrong on our side."), 500)
     api_exc = _as_api_exception(exc)
     if isinstance(api_exc, exceptions.ValidationError):
         response.status_code = 422

@@ -121,7 +121,7 @@ def _success_result(result: Any) -> types.CallToolResult:
 def _error_result(exc: KodyError) -> types.CallToolResult:
     body = {"error": exc.as_dict()}
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(body))], is_error=True
+        content=[types.TextContent(type="text", text=json.dumps(body, default=str))], is_error=True
     )
 
 

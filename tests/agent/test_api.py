@@ -235,3 +235,20 @@ def test_openapi_schema_documents_capabilities(api: APIClient) -> None:
     body = revoke["requestBody"]["content"]["application/json"]["schema"]
     assert body["required"] == ["tokenId"]
     assert "/api/v1/capabilities" in schema["paths"]
+
+
+def test_unexpected_errors_still_answer_with_the_error_envelope(
+    api: APIClient, owner_token: Token
+) -> None:
+    @capability(name="testBroken", domain="test", description="A bug.")
+    def broken(ctx: Context) -> dict[str, Any]:
+        raise RuntimeError("boom")
+
+    try:
+        response = api.post(
+            "/api/v1/capabilities/testBroken", {}, format="json", **bearer(owner_token[1])
+        )
+    finally:
+        unregister("testBroken")
+    error = assert_error(response, 500, "internal_error")
+    assert "boom" not in error["message"]
