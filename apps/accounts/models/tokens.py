@@ -3,7 +3,7 @@
 Personal access tokens (``kind='pat'``) are the only kind issued today. OAuth 2.1 access tokens
 (``kind='oauth'``, with ``client_id`` naming the dynamically registered client and ``scopes``
 narrowing what it may call) land in the same table later, so the bearer check and every
-caller stay unchanged (docs/adr/0004-access-tokens.md).
+caller stay unchanged (docs/adr/0004-access-tokens-and-agent-surfaces.md).
 """
 
 from __future__ import annotations
