@@ -6,32 +6,11 @@ rows on the user's own listings explicitly, and fork provenance must outlive the
 
 from __future__ import annotations
 
-import uuid
-
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-
-def new_id() -> str:
-    return str(uuid.uuid4())
-
-
-def _id() -> models.CharField:
-    return models.CharField(primary_key=True, max_length=64, default=new_id, editable=False)
-
-
-def _uid(**kwargs: object) -> models.CharField:
-    """The 64-hex stable user id."""
-    return models.CharField(max_length=64, **kwargs)  # type: ignore[arg-type]
-
-
-def _created() -> models.DateTimeField:
-    return models.DateTimeField(default=timezone.now)
-
-
-def _updated() -> models.DateTimeField:
-    return models.DateTimeField(auto_now=True)
+from kody.fields import created_at, stable_user_id, text_id, updated_at
 
 
 class ListingStatus(models.TextChoices):
@@ -49,8 +28,8 @@ class ListingCategory(models.TextChoices):
 
 
 class CommunityListing(models.Model):
-    id = _id()
-    owner_user_id = _uid()
+    id = text_id()
+    owner_user_id = stable_user_id()
     package_id = models.CharField(max_length=64)
     source_id = models.CharField(max_length=64)
     kody_id = models.CharField(max_length=255)
@@ -69,11 +48,11 @@ class CommunityListing(models.Model):
     )
     published_at = models.DateTimeField(default=timezone.now)
     trusted_commit = models.CharField(max_length=64, null=True, blank=True)
-    trusted_by_user_id = _uid(null=True, blank=True)
+    trusted_by_user_id = stable_user_id(null=True, blank=True)
     trusted_at = models.DateTimeField(null=True, blank=True)
     featured_at = models.DateTimeField(null=True, blank=True)
-    created_at = _created()
-    updated_at = _updated()
+    created_at = created_at()
+    updated_at = updated_at()
 
     class Meta:
         db_table = "community_listings"
@@ -107,14 +86,14 @@ class CommunityListing(models.Model):
 
 
 class CommunityRating(models.Model):
-    id = _id()
+    id = text_id()
     listing_id = models.CharField(max_length=64)
-    user_id = _uid(db_index=True)
+    user_id = stable_user_id(db_index=True)
     stars = models.PositiveSmallIntegerField()
     adaptation_effort = models.PositiveSmallIntegerField(null=True, blank=True)
     note = models.TextField(blank=True, default="")
-    created_at = _created()
-    updated_at = _updated()
+    created_at = created_at()
+    updated_at = updated_at()
 
     class Meta:
         db_table = "community_ratings"
@@ -143,21 +122,21 @@ class ReportStatus(models.TextChoices):
 
 
 class CommunityReport(models.Model):
-    id = _id()
+    id = text_id()
     listing_id = models.CharField(max_length=64, db_index=True)
     # Snapshot so the report stays intelligible after the listing is gone.
     listing_name = models.CharField(max_length=255, blank=True, default="")
-    listing_owner_user_id = _uid(db_index=True)
-    reporter_user_id = _uid(db_index=True)
+    listing_owner_user_id = stable_user_id(db_index=True)
+    reporter_user_id = stable_user_id(db_index=True)
     reason = models.TextField()
     status = models.CharField(
         max_length=16, choices=ReportStatus.choices, default=ReportStatus.OPEN,
     )
-    resolved_by_user_id = _uid(null=True, blank=True)
+    resolved_by_user_id = stable_user_id(null=True, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
     resolution_note = models.TextField(blank=True, default="")
-    created_at = _created()
-    updated_at = _updated()
+    created_at = created_at()
+    updated_at = updated_at()
 
     class Meta:
         db_table = "community_reports"
@@ -175,10 +154,10 @@ class CommunityReport(models.Model):
 
 
 class CommunityBan(models.Model):
-    user_id = _uid(primary_key=True)
-    banned_by_user_id = _uid()
+    user_id = stable_user_id(primary_key=True)
+    banned_by_user_id = stable_user_id()
     reason = models.TextField(blank=True, default="")
-    created_at = _created()
+    created_at = created_at()
 
     class Meta:
         db_table = "community_bans"
@@ -191,8 +170,8 @@ class CommunityStar(models.Model):
     """Original PK(listing_id, user_id); surrogate id + UNIQUE here (admin)."""
 
     listing_id = models.CharField(max_length=64)
-    user_id = _uid(db_index=True)
-    created_at = _created()
+    user_id = stable_user_id(db_index=True)
+    created_at = created_at()
 
     class Meta:
         db_table = "community_stars"
@@ -210,11 +189,11 @@ class ActivityEventType(models.TextChoices):
 
 
 class CommunityActivityEvent(models.Model):
-    id = _id()
-    actor_user_id = _uid()
+    id = text_id()
+    actor_user_id = stable_user_id()
     event_type = models.CharField(max_length=32, choices=ActivityEventType.choices)
     listing_id = models.CharField(max_length=64, db_index=True)
-    created_at = _created()
+    created_at = created_at()
 
     class Meta:
         db_table = "community_activity_events"
@@ -241,9 +220,9 @@ class ForkActor(models.TextChoices):
 
 
 class CommunityFork(models.Model):
-    id = _id()
+    id = text_id()
     listing_id = models.CharField(max_length=64, db_index=True)
-    forker_user_id = _uid()
+    forker_user_id = stable_user_id()
     origin_commit = models.CharField(max_length=64)
     # No FK: inert forks keep an entity source but no saved package.
     forked_package_id = models.CharField(max_length=64)
@@ -254,7 +233,7 @@ class CommunityFork(models.Model):
     adopted_at = models.DateTimeField(null=True, blank=True)
     adoption_note = models.TextField(null=True, blank=True)
     actor = models.CharField(max_length=8, choices=ForkActor.choices, default=ForkActor.HUMAN)
-    created_at = _created()
+    created_at = created_at()
 
     class Meta:
         db_table = "community_forks"
@@ -277,9 +256,9 @@ class CommunityFork(models.Model):
 class UserFollow(models.Model):
     """Original PK(follower_user_id, followee_user_id); surrogate id + UNIQUE here (admin)."""
 
-    follower_user_id = _uid()
-    followee_user_id = _uid(db_index=True)
-    created_at = _created()
+    follower_user_id = stable_user_id()
+    followee_user_id = stable_user_id(db_index=True)
+    created_at = created_at()
 
     class Meta:
         db_table = "user_follows"

@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.accounts.models.common import stable_user_id_field
+from kody.fields import stable_user_id
 
 # 'YYYY-MM', the UTC month key the original used for rollups and overage ledgers.
 MONTH_PATTERN = r"^[0-9]{4}-(0[1-9]|1[0-2])$"
@@ -20,7 +20,7 @@ class UsageRollup(models.Model):
 
     # Surrogate id in place of PRIMARY KEY (user_id, metric, month): Django admin cannot
     # address composite keys; the unique constraint keeps the original identity.
-    user_id = stable_user_id_field()
+    user_id = stable_user_id()
     metric = models.CharField(max_length=64)
     month = models.CharField(max_length=7)
     event_count = models.BigIntegerField(default=0)
@@ -53,7 +53,7 @@ class UsageRollup(models.Model):
 class UsageEvent(models.Model):
     """Append-only usage telemetry (the Analytics Engine stand-in); read only by reporting."""
 
-    user_id = stable_user_id_field()
+    user_id = stable_user_id()
     metric = models.CharField(max_length=64)
     occurred_at = models.DateTimeField(default=timezone.now)
     duration_ms = models.BigIntegerField(null=True, blank=True)
@@ -90,7 +90,7 @@ class StripeWebhookEvent(models.Model):
 class ComputeOverageInvoice(models.Model):
     """One overage ledger row per user per UTC month; status records the disposition."""
 
-    user_id = stable_user_id_field()
+    user_id = stable_user_id()
     month = models.CharField(max_length=7)
     unique_worker_days = models.IntegerField()
     unique_worker_day_cents = models.IntegerField()

@@ -10,13 +10,13 @@ from django.db import models
 from django.db.models import Q
 from django.utils.timezone import now
 
-from apps.accounts.models.common import new_id, stable_user_id_field
+from kody.fields import new_id, stable_user_id
 
 
 class Job(models.Model):
     # Package-owned jobs use 'package-job:{packageId}:{jobName}', so ids can be long.
     id = models.CharField(max_length=512, primary_key=True, default=new_id)
-    user_id = stable_user_id_field()
+    user_id = stable_user_id()
     name = models.CharField(max_length=255)
     source_id = models.CharField(max_length=64)
     published_commit = models.CharField(max_length=64, null=True, blank=True)
@@ -84,7 +84,7 @@ class ArchivedJobArtifact(models.Model):
 
     id = models.CharField(max_length=64, primary_key=True, default=new_id)
     job_id = models.CharField(max_length=512, unique=True)
-    user_id = stable_user_id_field(db_index=True)
+    user_id = stable_user_id(db_index=True)
     source_id = models.CharField(max_length=64)
     published_commit = models.CharField(max_length=64)
     storage_id = models.CharField(max_length=512)

@@ -6,45 +6,23 @@ Mailbox actor's per-user schema, never here.
 
 from __future__ import annotations
 
-import uuid
-
 from django.db import models
 from django.db.models import Q
-from django.utils import timezone
+
+from kody.fields import created_at, stable_user_id, text_id, updated_at
 
 SYSTEM_EMAIL_OWNER = "system:email"
 
 
-def new_id() -> str:
-    return str(uuid.uuid4())
-
-
-def _id() -> models.CharField:
-    return models.CharField(primary_key=True, max_length=64, default=new_id, editable=False)
-
-
-def _uid(**kwargs: object) -> models.CharField:
-    """The 64-hex stable user id (``system:email`` for operator-owned config rows)."""
-    return models.CharField(max_length=64, **kwargs)  # type: ignore[arg-type]
-
-
-def _created() -> models.DateTimeField:
-    return models.DateTimeField(default=timezone.now)
-
-
-def _updated() -> models.DateTimeField:
-    return models.DateTimeField(auto_now=True)
-
-
 class EmailInbox(models.Model):
-    id = _id()
-    user_id = _uid()
+    id = text_id()
+    user_id = stable_user_id()
     package_id = models.CharField(max_length=64, null=True, blank=True)
     name = models.CharField(max_length=255)
     description = models.TextField(blank=True, default="")
     enabled = models.BooleanField(default=True)
-    created_at = _created()
-    updated_at = _updated()
+    created_at = created_at()
+    updated_at = updated_at()
 
     class Meta:
         db_table = "email_inboxes"
@@ -58,7 +36,7 @@ class EmailInbox(models.Model):
 
 
 class EmailInboxAddress(models.Model):
-    id = _id()
+    id = text_id()
     # ON DELETE CASCADE lives in the database (migration 0002).
     inbox = models.ForeignKey(
         EmailInbox,
@@ -67,13 +45,13 @@ class EmailInboxAddress(models.Model):
         db_constraint=False,
         related_name="addresses",
     )
-    user_id = _uid(db_index=True)
+    user_id = stable_user_id(db_index=True)
     address = models.CharField(max_length=320, unique=True)
     local_part = models.CharField(max_length=64)
     domain = models.CharField(max_length=255)
     enabled = models.BooleanField(default=True)
-    created_at = _created()
-    updated_at = _updated()
+    created_at = created_at()
+    updated_at = updated_at()
 
     class Meta:
         db_table = "email_inbox_addresses"
@@ -88,8 +66,8 @@ class SenderIdentityStatus(models.TextChoices):
 
 
 class EmailSenderIdentity(models.Model):
-    id = _id()
-    user_id = _uid()
+    id = text_id()
+    user_id = stable_user_id()
     package_id = models.CharField(max_length=64, null=True, blank=True)
     email = models.CharField(max_length=320)
     domain = models.CharField(max_length=255)
@@ -98,8 +76,8 @@ class EmailSenderIdentity(models.Model):
         max_length=16, choices=SenderIdentityStatus.choices, default=SenderIdentityStatus.VERIFIED
     )
     verified_at = models.DateTimeField(null=True, blank=True)
-    created_at = _created()
-    updated_at = _updated()
+    created_at = created_at()
+    updated_at = updated_at()
 
     class Meta:
         db_table = "email_sender_identities"
@@ -128,14 +106,14 @@ class SenderRuleEffect(models.TextChoices):
 
 
 class EmailSenderRule(models.Model):
-    id = _id()
-    user_id = _uid()
+    id = text_id()
+    user_id = stable_user_id()
     kind = models.CharField(max_length=16, choices=SenderRuleKind.choices)
     value = models.CharField(max_length=320)
     effect = models.CharField(max_length=16, choices=SenderRuleEffect.choices)
     note = models.TextField(blank=True, default="")
-    created_at = _created()
-    updated_at = _updated()
+    created_at = created_at()
+    updated_at = updated_at()
 
     class Meta:
         db_table = "email_sender_rules"
@@ -165,12 +143,12 @@ class EmailOutboundProviderIndex(models.Model):
 
     provider = models.CharField(max_length=64)
     provider_message_id = models.CharField(max_length=255)
-    user_id = _uid(db_index=True)
+    user_id = stable_user_id(db_index=True)
     # Opaque owner-scoped key; deliberately no FK into the per-user graph.
     message_id = models.CharField(max_length=64, unique=True)
     inbox_id = models.CharField(max_length=64)
-    created_at = _created()
-    updated_at = _updated()
+    created_at = created_at()
+    updated_at = updated_at()
 
     class Meta:
         db_table = "email_outbound_provider_index"
@@ -194,10 +172,10 @@ class EmailOutboundProviderIndex(models.Model):
 class EmailOutboundProviderIndexRepairOwner(models.Model):
     """Content-free summary of owners with pending provider-index repairs (health reporting)."""
 
-    user_id = _uid(primary_key=True)
+    user_id = stable_user_id(primary_key=True)
     pending_count = models.PositiveIntegerField(default=0)
     oldest_pending_at = models.DateTimeField(null=True, blank=True)
-    updated_at = _updated()
+    updated_at = updated_at()
 
     class Meta:
         db_table = "email_outbound_provider_index_repair_owners"
@@ -212,13 +190,13 @@ class EmailOutboundProviderIndexRepairOwner(models.Model):
 class EmailInboundDueOwner(models.Model):
     """Bounded owner discovery for scheduled inbound reconciliation (due time, then owner)."""
 
-    user_id = _uid(primary_key=True)
+    user_id = stable_user_id(primary_key=True)
     due_at = models.DateTimeField()
     reason = models.CharField(max_length=64, blank=True, default="")
     attempt_count = models.PositiveIntegerField(default=0)
     last_error = models.TextField(null=True, blank=True)
-    created_at = _created()
-    updated_at = _updated()
+    created_at = created_at()
+    updated_at = updated_at()
 
     class Meta:
         db_table = "email_inbound_due_owners"
@@ -243,7 +221,7 @@ class EmailDeliveryAlertEvent(models.Model):
     event_type = models.CharField(max_length=16, choices=AlertEventType.choices)
     occurred_at = models.DateTimeField()
     owner_hash = models.CharField(max_length=128, blank=True, default="")
-    created_at = _created()
+    created_at = created_at()
 
     class Meta:
         db_table = "email_delivery_alert_events"
@@ -271,7 +249,7 @@ class EmailUserGraphAuthority(models.Model):
     owner_count = models.PositiveIntegerField(default=0)
     frozen_at = models.DateTimeField(null=True, blank=True)
     dropped_at = models.DateTimeField(null=True, blank=True)
-    created_at = _created()
+    created_at = created_at()
 
     class Meta:
         db_table = "email_user_graph_authority"

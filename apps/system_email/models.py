@@ -13,14 +13,14 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.accounts.models.common import text_id_field
+from kody.fields import text_id
 
 INBOUND_PROVIDER = "cloudflare-email-routing"
 DEDUPE_PROVIDER = "cloudflare-email-routing-dedupe"
 
 
 class SystemEmailThread(models.Model):
-    id = text_id_field()
+    id = text_id()
     inbox = models.ForeignKey(
         "mailbox.EmailInbox",
         on_delete=models.SET_NULL,
@@ -73,7 +73,7 @@ class DeliveryStatus(models.TextChoices):
 
 
 class SystemEmailMessage(models.Model):
-    id = text_id_field()
+    id = text_id()
     direction = models.CharField(max_length=8, choices=Direction.choices)
     inbox = models.ForeignKey(
         "mailbox.EmailInbox",
@@ -185,7 +185,7 @@ class StorageKind(models.TextChoices):
 
 
 class SystemEmailAttachment(models.Model):
-    id = text_id_field()
+    id = text_id()
     message = models.ForeignKey(
         SystemEmailMessage,
         on_delete=models.CASCADE,
@@ -247,7 +247,7 @@ class EffectState(models.TextChoices):
 class SystemEmailDeliveryEvent(models.Model):
     """Delivery history plus the inbound ledger (lease, usage and subscription effects)."""
 
-    id = text_id_field()
+    id = text_id()
     message = models.ForeignKey(
         SystemEmailMessage,
         on_delete=models.SET_NULL,

@@ -31,7 +31,8 @@ from apps.accounts.models.platform import (
     SiteBanner,
     SiteBannerDismissal,
 )
-from apps.accounts.models.tokens import AccessToken as AccessToken, TokenKind as TokenKind
+from apps.accounts.models.tokens import AccessToken as AccessToken
+from apps.accounts.models.tokens import TokenKind as TokenKind
 from apps.accounts.models.users import Plan, User
 
 __all__ = [

@@ -6,7 +6,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.accounts.models.common import stable_user_id_field
+from kody.fields import stable_user_id
 
 ADVOCATE_TEMPLATE = "advocate_referral_testimonial"
 
@@ -29,7 +29,7 @@ class CampaignOrigin(models.TextChoices):
 class UserUsageCampaign(models.Model):
     """One usage-state row per user; ever_activated and cooling_terminal never go back."""
 
-    user_id = stable_user_id_field(primary_key=True)
+    user_id = stable_user_id(primary_key=True)
     state = models.CharField(max_length=32, choices=CampaignState.choices)
     entered_at = models.DateTimeField()
     send_count = models.IntegerField(default=0)
@@ -63,7 +63,7 @@ class UserUsageCampaign(models.Model):
 class UserUsageCampaignSend(models.Model):
     """Idempotent send ledger: inserting the same (user, state, index) twice is refused."""
 
-    user_id = stable_user_id_field(db_index=True)
+    user_id = stable_user_id(db_index=True)
     state = models.CharField(max_length=32, choices=CampaignState.choices)
     template = models.CharField(max_length=64)
     send_index = models.IntegerField()
@@ -88,7 +88,7 @@ class UserUsageCampaignSend(models.Model):
 
 
 class UserTipsEmailOptOut(models.Model):
-    user_id = stable_user_id_field(primary_key=True)
+    user_id = stable_user_id(primary_key=True)
     opted_out_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -107,8 +107,8 @@ class ReferralStatus(models.TextChoices):
 class Referral(models.Model):
     """Signup-time attribution plus the invoice-gated reward (held while email is unverified)."""
 
-    referrer_stable_user_id = stable_user_id_field(db_index=True)
-    referee_stable_user_id = stable_user_id_field(unique=True)
+    referrer_stable_user_id = stable_user_id(db_index=True)
+    referee_stable_user_id = stable_user_id(unique=True)
     created_at = models.DateTimeField(default=timezone.now)
     status = models.CharField(
         max_length=16, choices=ReferralStatus.choices, default=ReferralStatus.PENDING

@@ -12,7 +12,7 @@ from django.db.models.functions import Length
 from django.db.models.lookups import LessThanOrEqual, Range
 from django.utils import timezone
 
-from apps.accounts.models.common import stable_user_id_field, text_id_field
+from kody.fields import stable_user_id, text_id
 
 
 class FeedbackCategory(models.TextChoices):
@@ -34,15 +34,15 @@ TERMINAL_FEEDBACK_STATUSES = (FeedbackStatus.RESOLVED, FeedbackStatus.DISMISSED)
 
 
 class PlatformFeedback(models.Model):
-    id = text_id_field()
-    submitter_user_id = stable_user_id_field()
+    id = text_id()
+    submitter_user_id = stable_user_id()
     category = models.CharField(max_length=16, choices=FeedbackCategory.choices)
     summary = models.TextField(max_length=200)
     details = models.TextField(max_length=8000)
     status = models.CharField(
         max_length=16, choices=FeedbackStatus.choices, default=FeedbackStatus.OPEN
     )
-    reviewed_by_user_id = stable_user_id_field(null=True, blank=True)
+    reviewed_by_user_id = stable_user_id(null=True, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
     admin_note = models.TextField(max_length=2000, null=True, blank=True)
     revision = models.IntegerField(default=0)

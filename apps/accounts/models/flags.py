@@ -5,9 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
-from django.utils import timezone
 
-from apps.accounts.models.common import stable_user_id_field
+from kody.fields import stable_user_id
 
 # Foreign keys use db_constraint=False: migration 0002 declares them in the database with the
 # original ON DELETE action, so raw deletes (account deletion's batch) behave like ORM ones.
@@ -78,7 +77,7 @@ class FeatureFlagUserOverride(models.Model):
 
 class FeatureFlagExposureRollup(models.Model):
     flag_key = models.CharField(max_length=128)
-    user_id = stable_user_id_field(db_index=True)
+    user_id = stable_user_id(db_index=True)
     day = models.DateField(db_index=True)  # retention prunes by day across users
     enabled = models.BooleanField()
     source = models.CharField(max_length=64)

@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.accounts.models.common import stable_user_id_field
+from kody.fields import stable_user_id
 
 # Foreign keys use db_constraint=False: migration 0002 declares them in the database with the
 # original ON DELETE action, so raw deletes (account deletion's batch) behave like ORM ones.
@@ -113,7 +113,7 @@ class UsernameRedirect(models.Model):
     """A renamed account's old username keeps resolving to its stable id."""
 
     old_username = models.CharField(max_length=64, primary_key=True)
-    user_id = stable_user_id_field(db_index=True)
+    user_id = stable_user_id(db_index=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -5,18 +5,18 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
-from apps.accounts.models.common import stable_user_id_field, text_id_field
+from kody.fields import stable_user_id, text_id
 
 
 class AccountWriteLeaseRepair(models.Model):
     """Audit log of an admin force-releasing a stuck account write lease."""
 
-    id = text_id_field()
-    target_user_id = stable_user_id_field(db_index=True)
+    id = text_id()
+    target_user_id = stable_user_id(db_index=True)
     lease_token = models.CharField(max_length=255)
     lease_holder = models.CharField(max_length=255)
     lease_acquired_at = models.DateTimeField()
-    repaired_by_user_id = stable_user_id_field()
+    repaired_by_user_id = stable_user_id()
     reason = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -31,7 +31,7 @@ class McpAgentSession(models.Model):
     """Deletion-only index: which MCP session objects belong to which user."""
 
     do_id = models.CharField(max_length=255, primary_key=True)
-    user_id = stable_user_id_field(db_index=True)
+    user_id = stable_user_id(db_index=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

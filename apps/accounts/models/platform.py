@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.accounts.models.common import text_id_field
+from kody.fields import text_id
 
 # Foreign keys use db_constraint=False: migration 0002 declares them in the database with the
 # original ON DELETE action, so raw deletes (account deletion's batch) behave like ORM ones.
@@ -98,7 +98,7 @@ class BannerAudience(models.TextChoices):
 
 
 class SiteBanner(models.Model):
-    id = text_id_field()
+    id = text_id()
     enabled = models.BooleanField(default=False)
     priority = models.IntegerField(default=0)
     title = models.CharField(max_length=255)

@@ -5,18 +5,18 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import F, Q
 
-from apps.packages.models.base import (
+from kody.fields import (
     created_at,
     json_list,
+    stable_user_id,
     text_id,
     updated_at,
-    user_id_field,
 )
 
 
 class PackageInvocationToken(models.Model):
     id = text_id()
-    user_id = user_id_field(db_index=True)
+    user_id = stable_user_id(db_index=True)
     package_id = models.CharField(max_length=64)
     name = models.CharField(max_length=255)
     token_hash = models.CharField(max_length=128, unique=True)
@@ -40,9 +40,9 @@ class PackageInvocationToken(models.Model):
 class PackageScopeGrant(models.Model):
     """Original PK(scope_owner_user_id, grantee_user_id); surrogate id + UNIQUE here (admin)."""
 
-    scope_owner_user_id = user_id_field()
-    grantee_user_id = user_id_field(db_index=True)
-    created_by_user_id = user_id_field()
+    scope_owner_user_id = stable_user_id()
+    grantee_user_id = stable_user_id(db_index=True)
+    created_by_user_id = stable_user_id()
     created_at = created_at()
 
     class Meta:
@@ -73,10 +73,10 @@ class PackageShareGrant(models.Model):
 
     id = text_id()
     package_id = models.CharField(max_length=64)
-    owner_user_id = user_id_field()
+    owner_user_id = stable_user_id()
     invitee_email = models.EmailField(max_length=320, null=True, blank=True)
     invitee_username = models.CharField(max_length=64, null=True, blank=True)
-    grantee_user_id = user_id_field(null=True, blank=True)
+    grantee_user_id = stable_user_id(null=True, blank=True)
     status = models.CharField(
         max_length=16, choices=ShareStatus.choices, default=ShareStatus.PENDING,
     )
@@ -102,7 +102,7 @@ class WebhookEndpoint(models.Model):
     (server-side apply); neither leaves the database."""
 
     id = text_id()
-    user_id = user_id_field()
+    user_id = stable_user_id()
     package_id = models.CharField(max_length=64)
     webhook_name = models.CharField(max_length=255)
     url_secret_hash = models.CharField(max_length=128, null=True, blank=True)

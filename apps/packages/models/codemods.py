@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from django.db import models
 
-from apps.packages.models.base import (
+from kody.fields import (
     created_at,
     json_dict,
     json_list,
+    stable_user_id,
     text_id,
     updated_at,
-    user_id_field,
 )
 
 
@@ -26,8 +26,8 @@ class PackageCodemodRun(models.Model):
     codemod_id = models.CharField(max_length=128)
     mode = models.CharField(max_length=16, choices=CodemodMode.choices)
     # Both user columns name people but the row is the operator's: rewritten on deletion.
-    scope_user_id = user_id_field(null=True, blank=True)
-    initiated_by_user_id = user_id_field()
+    scope_user_id = stable_user_id(null=True, blank=True)
+    initiated_by_user_id = stable_user_id()
     filters_json = json_dict()
     status = models.CharField(max_length=32)
     revert_of_run_id = models.CharField(max_length=64, null=True, blank=True)
@@ -47,7 +47,7 @@ class PackageCodemodRun(models.Model):
 class PackageCodemodRunItem(models.Model):
     id = text_id()
     run_id = models.CharField(max_length=64, db_index=True)
-    user_id = user_id_field(db_index=True)
+    user_id = stable_user_id(db_index=True)
     package_id = models.CharField(max_length=64)
     kody_id = models.CharField(max_length=255)
     status = models.CharField(max_length=32)

@@ -9,13 +9,13 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from apps.packages.models.base import (
+from kody.fields import (
     created_at,
     json_dict,
     json_list,
+    stable_user_id,
     text_id,
     updated_at,
-    user_id_field,
 )
 
 
@@ -30,7 +30,7 @@ class UserOauthApp(models.Model):
     The UNIQUE(user_id, slug) is also the target of user_integrations' composite FK.
     """
 
-    user_id = user_id_field()
+    user_id = stable_user_id()
     slug = models.CharField(max_length=128)
     provider = models.CharField(max_length=128)
     label = models.CharField(max_length=255, blank=True, default="")
@@ -70,7 +70,7 @@ class UserIntegration(models.Model):
     composite one, and its own FK constraints are deferred NO ACTION rather than RESTRICT.
     """
 
-    user_id = user_id_field()
+    user_id = stable_user_id()
     name = models.CharField(max_length=255)
     app_slug = models.CharField(max_length=128, null=True, blank=True)
     # The FK constraint (ON DELETE RESTRICT, not deferred) is declared in migration 0002.
@@ -118,7 +118,7 @@ class UserIntegration(models.Model):
 class UserOpenapiBinding(models.Model):
     """Original PK(user_id, name); surrogate id + UNIQUE here (admin)."""
 
-    user_id = user_id_field()
+    user_id = stable_user_id()
     name = models.CharField(max_length=255)
     spec_url = models.TextField()
     api_base_url = models.TextField(blank=True, default="")
@@ -150,7 +150,7 @@ class UserOpenapiBindingOperation(models.Model):
     declared in migration 0002.
     """
 
-    user_id = user_id_field()
+    user_id = stable_user_id()
     binding_name = models.CharField(max_length=255)
     slug = models.CharField(max_length=255)
     operation_json = json_dict()
@@ -172,7 +172,7 @@ class UserOpenapiBindingOperation(models.Model):
 
 class RemoteConnectorSetting(models.Model):
     id = text_id()
-    user_id = user_id_field()
+    user_id = stable_user_id()
     instance_id = models.CharField(max_length=255)
     enabled = models.BooleanField(default=True)
     attached = models.BooleanField(default=False)

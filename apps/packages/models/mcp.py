@@ -5,17 +5,17 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from apps.packages.models.base import (
+from kody.fields import (
     created_at,
     json_list,
+    stable_user_id,
     text_id,
     updated_at,
-    user_id_field,
 )
 
 
 class McpUserServerInstructions(models.Model):
-    user_id = user_id_field(primary_key=True)
+    user_id = stable_user_id(primary_key=True)
     instructions = models.TextField(blank=True, default="")
     created_at = created_at()
     updated_at = updated_at()
@@ -30,7 +30,7 @@ class McpUserServerInstructions(models.Model):
 
 class McpServerSetting(models.Model):
     id = text_id()
-    user_id = user_id_field()
+    user_id = stable_user_id()
     name = models.CharField(max_length=255)
     url = models.TextField()
     enabled = models.BooleanField(default=True)
@@ -60,7 +60,7 @@ class MemoryStatus(models.TextChoices):
 
 class McpMemory(models.Model):
     id = text_id()
-    user_id = user_id_field()
+    user_id = stable_user_id()
     category = models.CharField(max_length=64, null=True, blank=True)
     status = models.CharField(
         max_length=16, choices=MemoryStatus.choices, default=MemoryStatus.ACTIVE,
@@ -99,7 +99,7 @@ class McpMemory(models.Model):
 class McpMemoryConversationSuppression(models.Model):
     """Original PK(user_id, conversation_id, memory_id); surrogate id + UNIQUE here (admin)."""
 
-    user_id = user_id_field()
+    user_id = stable_user_id()
     conversation_id = models.CharField(max_length=255)
     # ON DELETE CASCADE lives in the database (migration 0002), so raw deletes cascade too.
     memory = models.ForeignKey(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from apps.packages.models.base import created_at, updated_at, user_id_field
+from kody.fields import created_at, stable_user_id, updated_at
 
 
 class ServiceStatus(models.TextChoices):
@@ -22,7 +22,7 @@ class PackageServiceState(models.Model):
     Original PK(user_id, package_id, service_name); surrogate id + UNIQUE here (admin).
     """
 
-    user_id = user_id_field()
+    user_id = stable_user_id()
     package_id = models.CharField(max_length=64)
     service_name = models.CharField(max_length=255)
     status = models.CharField(max_length=16, choices=ServiceStatus.choices)
@@ -50,7 +50,7 @@ class PackageServiceState(models.Model):
 class AgentPackageConversationUse(models.Model):
     """Original PK(user_id, package_id, conversation_id); surrogate id + UNIQUE here (admin)."""
 
-    user_id = user_id_field()
+    user_id = stable_user_id()
     package_id = models.CharField(max_length=64)
     conversation_id = models.CharField(max_length=255)
     first_used_at = models.DateTimeField()
@@ -89,7 +89,7 @@ class UserStorageBucket(models.Model):
     Original PK(user_id, storage_id); surrogate id + UNIQUE here (admin).
     """
 
-    user_id = user_id_field()
+    user_id = stable_user_id()
     storage_id = models.CharField(max_length=512)
     kind = models.CharField(max_length=16, choices=StorageBucketKind.choices)
     last_seen_at = models.DateTimeField()
@@ -120,7 +120,7 @@ class UserStorageBucket(models.Model):
 class RepoSessionDueOwner(models.Model):
     """Thin hint: one row per user with any repo session (the catalog lives in the actor)."""
 
-    user_id = user_id_field(primary_key=True)
+    user_id = stable_user_id(primary_key=True)
     due_at = models.DateTimeField()
     created_at = created_at()
     updated_at = updated_at()
@@ -156,7 +156,7 @@ class VectorEmbedFingerprint(models.Model):
     """Derived skip cache for vector upserts. ``user_id`` is the vector namespace: the stable
     user id, or ``__kody_builtin__`` for builtin capabilities."""
 
-    user_id = user_id_field()
+    user_id = stable_user_id()
     vector_id = models.CharField(max_length=255)
     fingerprint = models.CharField(max_length=64)
     created_at = created_at()

@@ -5,12 +5,12 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from apps.packages.models.base import (
+from kody.fields import (
     created_at,
     json_list,
+    stable_user_id,
     text_id,
     updated_at,
-    user_id_field,
 )
 
 
@@ -22,7 +22,7 @@ class ValueScope(models.TextChoices):
 
 class ValueBucket(models.Model):
     id = text_id()
-    user_id = user_id_field()
+    user_id = stable_user_id()
     scope = models.CharField(max_length=16, choices=ValueScope.choices)
     binding_key = models.CharField(max_length=255, blank=True, default="")
     expires_at = models.DateTimeField(null=True, blank=True)
@@ -75,7 +75,7 @@ class SecretScope(models.TextChoices):
 
 class SecretBucket(models.Model):
     id = text_id()
-    user_id = user_id_field()
+    user_id = stable_user_id()
     scope = models.CharField(max_length=16, choices=SecretScope.choices)
     # For package buckets this is the saved_packages.id that owns the secrets.
     binding_key = models.CharField(max_length=255, blank=True, default="")
@@ -133,7 +133,7 @@ class SecretProviderBinding(models.Model):
     """Pins one saved package plus its door-key secret name to a provider id, per account."""
 
     id = text_id()
-    user_id = user_id_field()
+    user_id = stable_user_id()
     provider_id = models.CharField(max_length=255)
     package_id = models.CharField(max_length=64)
     secret_name = models.CharField(max_length=255)
@@ -164,7 +164,7 @@ class SecretProviderGrant(models.Model):
         db_constraint=False,
         related_name="grants",
     )
-    user_id = user_id_field()
+    user_id = stable_user_id()
     package_id = models.CharField(max_length=64)
     ref = models.CharField(max_length=512)
     created_at = created_at()

@@ -6,12 +6,12 @@ from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
-from apps.packages.models.base import (
+from kody.fields import (
     created_at,
     json_list,
+    stable_user_id,
     text_id,
     updated_at,
-    user_id_field,
 )
 
 
@@ -23,7 +23,7 @@ class EntityKind(models.TextChoices):
 
 class EntitySource(models.Model):
     id = text_id()
-    user_id = user_id_field()
+    user_id = stable_user_id()
     entity_kind = models.CharField(max_length=16, choices=EntityKind.choices)
     entity_id = models.CharField(max_length=255)
     repo_id = models.CharField(max_length=255, unique=True)
@@ -61,7 +61,7 @@ class EntitySource(models.Model):
 
 class EntitySourceArtifactsPushSubscription(models.Model):
     source_id = models.CharField(primary_key=True, max_length=64)
-    user_id = user_id_field(db_index=True)
+    user_id = stable_user_id(db_index=True)
     repo_id = models.CharField(max_length=255, unique=True)
     subscription_id = models.CharField(max_length=255)
     created_at = created_at()
@@ -77,7 +77,7 @@ class EntitySourceArtifactsPushSubscription(models.Model):
 class UserRepo(models.Model):
     # Same value as entity_sources.entity_id for entity_kind = 'repo'.
     id = text_id()
-    user_id = user_id_field()
+    user_id = stable_user_id()
     name = models.CharField(max_length=255)
     description = models.TextField(blank=True, default="")
     created_at = created_at()
@@ -95,7 +95,7 @@ class UserRepo(models.Model):
 
 class SavedPackage(models.Model):
     id = text_id()
-    user_id = user_id_field()
+    user_id = stable_user_id()
     name = models.CharField(max_length=255)
     kody_id = models.CharField(max_length=255)
     description = models.TextField(blank=True, default="")
@@ -125,7 +125,7 @@ class SavedPackage(models.Model):
 
 class SavedPackageSearchIndexDebt(models.Model):
     package_id = models.CharField(primary_key=True, max_length=64)
-    user_id = user_id_field(db_index=True)
+    user_id = stable_user_id(db_index=True)
     generation = models.IntegerField(default=0)
     embed_text = models.TextField(blank=True, default="")
     last_error = models.TextField(null=True, blank=True)
@@ -143,7 +143,7 @@ class SavedPackageSearchIndexDebt(models.Model):
 class PackageKodyIdRedirect(models.Model):
     """Original PK(user_id, old_kody_id); surrogate id + UNIQUE here (admin)."""
 
-    user_id = user_id_field()
+    user_id = stable_user_id()
     old_kody_id = models.CharField(max_length=255)
     package_id = models.CharField(max_length=64, db_index=True)
     created_at = created_at()
@@ -162,7 +162,7 @@ class PackageKodyIdRedirect(models.Model):
 
 class PublishedBundleArtifact(models.Model):
     id = text_id()
-    user_id = user_id_field()
+    user_id = stable_user_id()
     source_id = models.CharField(max_length=64)
     published_commit = models.CharField(max_length=64)
     artifact_kind = models.CharField(max_length=64)
