@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
 
 from config.buckets import bucket_storages
 from config.env import envbool, envchoice, envint, envlist, envstr
@@ -162,6 +163,17 @@ CELERY_TIMEZONE = "UTC"
 KODY_ACTOR_SHARDS = envint("KODY_ACTOR_SHARDS", 4)
 KODY_ACTORS_INLINE = envbool("KODY_ACTORS_INLINE", False)
 KODY_ACTOR_CALL_TIMEOUT = envint("KODY_ACTOR_CALL_TIMEOUT", 30)
+# A shard worker drains up to this many calls at once and commits each user's share together.
+KODY_ACTOR_BATCH_SIZE = envint("KODY_ACTOR_BATCH_SIZE", 256)
+# A killed shard worker's queues are taken over by another worker after this long.
+KODY_ACTOR_LEASE_SECONDS = envint("KODY_ACTOR_LEASE_SECONDS", 15)
+# How many shard-worker processes `manage.py up` spreads the shards over.
+KODY_ACTOR_WORKER_PROCESSES = envint("KODY_ACTOR_WORKER_PROCESSES", 1)
+KODY_LANE_RETRY_BASE_SECONDS = envint("KODY_LANE_RETRY_BASE_SECONDS", 2)
+CELERY_TASK_ROUTES = {"kody.lanes.*": {"queue": "default"}}
+CELERY_BEAT_SCHEDULE = {
+    "lanes": {"task": "kody.lanes.dispatch", "schedule": crontab(minute="*/5")},
+}
 
 # --- Storages (one per R2 bucket of the original) ------------------------------------------
 S3_ENDPOINT_URL = envstr("KODY_S3_ENDPOINT_URL")

@@ -8,6 +8,8 @@ class KodyConfig(AppConfig):
     verbose_name = "Kody platform kernel"
 
     def ready(self) -> None:
+        from kody.actors.discovery import autodiscover as discover_actors
         from kody.capabilities import autodiscover
 
         autodiscover()
+        discover_actors()

@@ -360,7 +360,35 @@ GLOBAL_TABLES: tuple[ExcludedTable, ...] = (
     ExcludedTable("system_email_graph_authority", "singleton authority marker for system mail"),
 )
 
-OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = ()
+OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
+    # --- kernel ---------------------------------------------------------------------------
+    OutOfBandSurface(
+        "actor",
+        "user_schema",
+        export=False,
+        note="the user's per-user schema and its kody_user_schemas row; dropped by "
+        "kody.userschema.schemas.purge_schema after each actor app has exported its tables",
+    ),
+    OutOfBandSurface(
+        "vectors",
+        "kody_vectors",
+        export=False,
+        note="derived from source rows, rebuilt by reindexing; kody.vectors.index."
+        "delete_all_for_user removes the user's namespace",
+    ),
+    OutOfBandSurface(
+        "kv_prefix",
+        "package-retriever-manifest:v1:{userId}:",
+        export=False,
+        note="derived retriever index; kody.kv.store.delete_user_keys",
+    ),
+    OutOfBandSurface(
+        "kv_prefix",
+        "package-retriever-index-entry:v1:{userId}:",
+        export=False,
+        note="derived retriever index; kody.kv.store.delete_user_keys",
+    ),
+)
 
 
 def target_tables() -> set[str]:

@@ -1,0 +1,151 @@
+"""The ``Actor`` base class: a user's single writer, the replacement for a Durable Object.
+
+Subclass it, and every public method you define becomes a call that runs in one transaction
+holding the user's owner-row lock, with ``search_path`` on the user's schema::
+
+    class UserMeter(Actor):
+        name = "entitlements.UserMeter"
+
+        def consume(self, resource: str, day: str, limit: int) -> dict: ...
+
+    UserMeter.call(user_id, "consume", resource="execute_calls_per_day", day="2026-11-29", limit=500)
+    UserMeter.cast(user_id, "prune")   # returns at once
+
+Arguments and results travel as JSON. A method may use the ORM on actor models and on public
+models alike (both are on the search path) and must not do non-transactional side effects
+directly; use ``transaction.on_commit``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from kody.actors.errors import UnknownActor, UnknownMethod
+from kody.userschema.models import UserSchema
+
+RESERVED_PARAMETERS = frozenset({"timeout", "idempotency_key"})
+
+_registry: dict[str, type[Actor]] = {}
+
+
+@dataclass(frozen=True)
+class CallContext:
+    user_id: str
+    schema: str
+    call_id: str
+    using: str = DEFAULT_DB_ALIAS
+
+
+class Actor:
+    name: ClassVar[str] = ""
+
+    def __init__(self, context: CallContext) -> None:
+        self.context = context
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("name"):
+            cls.name = f"{cls.__module__}.{cls.__qualname__}"
+        for method in cls.exposed_methods():
+            clash = RESERVED_PARAMETERS & set(inspect.signature(getattr(cls, method)).parameters)
+            if clash:
+                raise TypeError(f"{cls.name}.{method} uses reserved parameter names {clash}")
+        existing = _registry.get(cls.name)
+        if existing is not None and existing.__qualname__ != cls.__qualname__:
+            raise TypeError(f"two actors are named {cls.name!r}")
+        _registry[cls.name] = cls
+
+    @property
+    def user_id(self) -> str:
+        return self.context.user_id
+
+    @property
+    def schema(self) -> str:
+        return self.context.schema
+
+    @classmethod
+    def exposed_methods(cls) -> frozenset[str]:
+        names: set[str] = set()
+        for klass in cls.__mro__:
+            if klass is Actor:
+                break
+            names.update(
+                attr
+                for attr, value in vars(klass).items()
+                if not attr.startswith("_") and inspect.isfunction(value)
+            )
+        return frozenset(names - {"alarm"})
+
+    @classmethod
+    def call(
+        cls,
+        user_id: str,
+        method: str,
+        *args: Any,
+        timeout: float | None = None,
+        idempotency_key: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        from kody.actors.dispatch import call
+
+        return call(cls, user_id, method, args, kwargs, timeout=timeout, key=idempotency_key)
+
+    @classmethod
+    def cast(
+        cls, user_id: str, method: str, *args: Any, idempotency_key: str | None = None, **kwargs: Any
+    ) -> str:
+        from kody.actors.dispatch import cast
+
+        return cast(cls, user_id, method, args, kwargs, key=idempotency_key)
+
+    def alarm(self) -> None:
+        """Called on this actor's shard after ``set_alarm`` time passes. Override it."""
+
+    def set_alarm(self, at: datetime) -> None:
+        """Wake ``alarm()`` at ``at`` or earlier; never postpones an alarm already set."""
+        with connections[self.context.using].cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO actor_alarms (actor, at) VALUES (%s, %s) ON CONFLICT (actor)"
+                " DO UPDATE SET at = LEAST(actor_alarms.at, EXCLUDED.at)",
+                [self.name, at],
+            )
+            cursor.execute(
+                f"UPDATE {UserSchema._meta.db_table} SET alarm_at = LEAST(alarm_at, %s)"
+                " WHERE user_id = %s",
+                [at, self.user_id],
+            )
+
+    def clear_alarm(self) -> None:
+        with connections[self.context.using].cursor() as cursor:
+            cursor.execute("DELETE FROM actor_alarms WHERE actor = %s", [self.name])
+            sync_registry_alarm(cursor, self.user_id)
+
+
+def sync_registry_alarm(cursor: Any, user_id: str) -> None:
+    cursor.execute(
+        f"UPDATE {UserSchema._meta.db_table} SET alarm_at = (SELECT min(at) FROM actor_alarms)"
+        " WHERE user_id = %s",
+        [user_id],
+    )
+
+
+def actor_named(name: str) -> type[Actor]:
+    try:
+        return _registry[name]
+    except KeyError:
+        raise UnknownActor(f"no actor named {name!r}") from None
+
+
+def method_of(actor: type[Actor], method: str) -> str:
+    if method not in actor.exposed_methods():
+        raise UnknownMethod(f"{actor.name} has no callable method {method!r}")
+    return method
+
+
+def registered_actors() -> dict[str, type[Actor]]:
+    return dict(_registry)

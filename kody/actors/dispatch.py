@@ -1,0 +1,77 @@
+"""``call`` and ``cast``: route a call to the user's shard queue, or run it inline."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.conf import settings
+
+from kody.actors import transport
+from kody.actors.base import Actor, method_of
+from kody.actors.errors import ActorCallTimeout
+from kody.actors.wire import Call, Outcome, dumps
+from kody.userschema.naming import schema_name_for
+
+log = logging.getLogger("kody.actors")
+
+
+def _build(
+    actor: type[Actor], user_id: str, method: str, args: Sequence[Any],
+    kwargs: Mapping[str, Any], key: str | None, reply: bool,
+) -> Call:
+    method_of(actor, method)
+    # Arguments travel as JSON on the queue; inline calls get the same conversion.
+    args_json, kwargs_json = json.loads(dumps([list(args), dict(kwargs)]))
+    return Call(
+        id=key or uuid.uuid4().hex,
+        user_id=user_id,
+        schema=schema_name_for(user_id),
+        actor=actor.name,
+        method=method,
+        args=args_json,
+        kwargs=kwargs_json,
+        reply=reply,
+    )
+
+
+def _run_inline(call: Call) -> Outcome:
+    from kody.actors.runtime import execute
+
+    return execute([call])[0]
+
+
+def call(
+    actor: type[Actor], user_id: str, method: str, args: Sequence[Any],
+    kwargs: Mapping[str, Any], *, timeout: float | None = None, key: str | None = None,
+) -> Any:
+    message = _build(actor, user_id, method, args, kwargs, key, reply=True)
+    if settings.KODY_ACTORS_INLINE:
+        return _run_inline(message).unwrap()
+    wait = float(timeout if timeout is not None else settings.KODY_ACTOR_CALL_TIMEOUT)
+    if wait <= 0:
+        raise ValueError("timeout must be positive")
+    queue = transport.queue_name(transport.shard_for(user_id))
+    reply = transport.push_and_wait(queue, message.encode(), message.id, wait)
+    if reply is None:
+        raise ActorCallTimeout(actor.name, method, message.id, wait)
+    return Outcome.parse(reply).unwrap()
+
+
+def cast(
+    actor: type[Actor], user_id: str, method: str, args: Sequence[Any],
+    kwargs: Mapping[str, Any], *, key: str | None = None,
+) -> str:
+    """Queue a call and return its idempotency key without waiting. Inline mode runs it now
+    and logs (does not raise) a failure, as a worker would."""
+    message = _build(actor, user_id, method, args, kwargs, key, reply=False)
+    if settings.KODY_ACTORS_INLINE:
+        outcome = _run_inline(message)
+        if not outcome.ok:
+            log.warning("inline cast %s.%s failed: %s", actor.name, method, outcome.text[:500])
+        return message.id
+    transport.push(transport.queue_name(transport.shard_for(user_id)), message.encode())
+    return message.id

@@ -1,0 +1,35 @@
+"""The Celery processes Kody runs: shard workers, the default worker, and beat.
+
+``manage.py up`` starts exactly these. Each shard worker drains its shard queues with one
+thread per shard (``kody.actors.worker``), so every shard has a single writer however the
+shards are spread over processes and machines (docs/architecture/kernel.md).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from kody.actors.transport import queue_name
+
+
+def shard_groups(shards: int, processes: int) -> list[list[int]]:
+    processes = max(1, min(processes, shards))
+    return [list(range(start, shards, processes)) for start in range(processes)]
+
+
+def worker_commands(python: str) -> list[list[str]]:
+    base = [python, "-m", "celery", "-A", "config", "--workdir", str(settings.BASE_DIR)]
+    commands = []
+    groups = shard_groups(settings.KODY_ACTOR_SHARDS, settings.KODY_ACTOR_WORKER_PROCESSES)
+    for index, group in enumerate(groups):
+        queues = ",".join(queue_name(shard) for shard in group)
+        commands.append(
+            [*base, "worker", "-n", f"actors{index}@%h", "-Q", queues,
+             "-P", "solo", "-c", "1", "-l", "INFO"]
+        )
+    commands.append(
+        [*base, "worker", "-n", "default@%h", "-Q", "default", "-c", "2", "-l", "INFO"]
+    )
+    schedule = str(settings.VAR_DIR / "celerybeat-schedule")
+    commands.append([*base, "beat", "-s", schedule, "-l", "INFO"])
+    return commands

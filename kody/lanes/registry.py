@@ -1,0 +1,144 @@
+"""The lane registry: every scheduled sweep, declared by the app that owns it in ``lanes.py``.
+
+    from kody.lanes import Cadence, LaneRun, lane
+
+    @lane("retention", cadence=Cadence.HOURLY, budget_seconds=120, batch_size=500)
+    def retention(run: LaneRun) -> None:
+        while not run.out_of_time():
+            deleted = prune_some(limit=run.batch_size)
+            run.record(deleted)
+            if deleted < run.batch_size:
+                break
+
+    retire("repo_session_index_backfill")   # the name stays so queued messages still parse
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kody.lanes.runner import LaneRun
+
+LaneFunction = Callable[["LaneRun"], None]
+
+log = logging.getLogger("kody.lanes")
+
+
+class Cadence(StrEnum):
+    EVERY_TICK = "every_tick"
+    HOURLY = "hourly"  # the tick in minutes 0-4 of each hour, UTC
+    DAILY = "daily"  # the tick in 03:00-03:04 UTC
+    RETIRED = "retired"
+
+
+@dataclass(frozen=True)
+class Lane:
+    name: str
+    cadence: Cadence
+    fn: LaneFunction | None
+    budget_seconds: float = 60.0
+    batch_size: int = 500
+
+    @property
+    def retired(self) -> bool:
+        return self.cadence is Cadence.RETIRED
+
+    def is_due(self, now: datetime) -> bool:
+        return is_due(self.cadence, now)
+
+
+def is_due(cadence: Cadence, now: datetime) -> bool:
+    if now.utcoffset():
+        raise ValueError("lane cadences are evaluated in UTC")
+    if cadence is Cadence.EVERY_TICK:
+        return True
+    if cadence is Cadence.HOURLY:
+        return now.minute < 5
+    if cadence is Cadence.DAILY:
+        return now.hour == 3 and now.minute < 5
+    return False
+
+
+_lanes: dict[str, Lane] = {}
+
+
+def register(new: Lane) -> Lane:
+    existing = _lanes.get(new.name)
+    if existing is not None and existing != new and not _same_function(existing, new):
+        raise ValueError(f"lane {new.name!r} is declared twice")
+    _lanes[new.name] = new
+    return new
+
+
+def _same_function(a: Lane, b: Lane) -> bool:
+    names = [f"{lane.fn.__module__}.{lane.fn.__qualname__}" if lane.fn else "" for lane in (a, b)]
+    return names[0] == names[1]
+
+
+def lane(
+    name: str, *, cadence: Cadence, budget_seconds: float = 60.0, batch_size: int = 500
+) -> Callable[[LaneFunction], LaneFunction]:
+    if cadence is Cadence.RETIRED:
+        raise ValueError("use retire(name) for a retired lane")
+
+    def declare(fn: LaneFunction) -> LaneFunction:
+        register(Lane(name, cadence, fn, budget_seconds, batch_size))
+        return fn
+
+    return declare
+
+
+def retire(name: str) -> None:
+    register(Lane(name, Cadence.RETIRED, None))
+
+
+def get(name: str) -> Lane | None:
+    autodiscover()
+    return _lanes.get(name)
+
+
+def all_lanes() -> list[Lane]:
+    autodiscover()
+    return sorted(_lanes.values(), key=lambda item: item.name)
+
+
+def due_lanes(now: datetime) -> list[Lane]:
+    return [item for item in all_lanes() if item.is_due(now)]
+
+
+_KERNEL_LANE_MODULES = ("kody.actors.lanes", "kody.kv.lanes")
+_discovered = False
+discovery_errors: dict[str, str] = {}
+
+
+def autodiscover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    from django.apps import apps
+
+    for module in _KERNEL_LANE_MODULES:
+        importlib.import_module(module)
+    for config in apps.get_app_configs():
+        if config.name == "kody":
+            continue
+        candidate = f"{config.name}.lanes"
+        if importlib.util.find_spec(candidate) is None:
+            continue
+        try:
+            importlib.import_module(candidate)
+        except Exception:
+            # One app's broken lanes module must not stop every other app's lanes; the error
+            # is logged on every dispatch until it is fixed.
+            log.exception("could not import %s; its lanes will not run", candidate)
+            discovery_errors[candidate] = traceback.format_exc()
+    _discovered = True

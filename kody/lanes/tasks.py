@@ -1,0 +1,57 @@
+"""The beat entry (``kody.lanes.dispatch``) and the one task every lane runs as."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from kody.lanes import registry
+from kody.lanes.runner import LockContention, run_lane
+
+log = logging.getLogger("kody.lanes")
+
+MAX_RETRIES = 3
+QUEUE = "default"
+
+
+def backoff_seconds(retries: int) -> float:
+    base = settings.KODY_LANE_RETRY_BASE_SECONDS
+    return min(base * (2**retries), 60.0)
+
+
+@shared_task(name="kody.lanes.dispatch", queue=QUEUE, acks_late=True, ignore_result=True)
+def dispatch(now_iso: str | None = None) -> list[str]:
+    """Fired by beat every five minutes: enqueue each due lane as its own task."""
+    now = datetime.fromisoformat(now_iso) if now_iso else timezone.now()
+    names = [item.name for item in registry.due_lanes(now) if not item.retired]
+    for module in registry.discovery_errors:
+        log.error("lanes of %s are not running: the module failed to import", module)
+    for name in names:
+        run.apply_async(args=[name])
+    log.info("lanes dispatched at %s: %s", now.isoformat(timespec="seconds"), ",".join(names))
+    return names
+
+
+@shared_task(
+    bind=True,
+    name="kody.lanes.run",
+    queue=QUEUE,
+    acks_late=True,
+    ignore_result=True,
+    max_retries=MAX_RETRIES,
+)
+def run(self, name: str) -> None:  # type: ignore[no-untyped-def]
+    try:
+        run_lane(name, attempt=self.request.retries + 1)
+    except LockContention as exc:
+        if self.request.retries >= MAX_RETRIES:
+            log.error("lane=%s gave up after %d lock-contention retries", name, MAX_RETRIES)
+            return
+        raise self.retry(exc=exc, countdown=backoff_seconds(self.request.retries)) from exc
+    except Exception:
+        # Already logged with its metrics line; the next cadence runs it again.
+        return

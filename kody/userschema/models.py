@@ -1,0 +1,36 @@
+"""The registry of per-user schemas, in ``public``.
+
+One row per user with actor state. Unlike the original's Durable Objects, this makes every
+user's actor state enumerable for fleet work (upgrades, alarms, purges); the request path
+still only ever addresses one user.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class UserSchema(models.Model):
+    user_id = models.CharField(max_length=255, primary_key=True)
+    schema_name = models.CharField(max_length=63, unique=True)
+    version = models.PositiveIntegerField()
+    # The earliest wake-up any actor of this user asked for; swept by the actor_alarms lane.
+    alarm_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    upgraded_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "kody_user_schemas"
+        indexes = [
+            models.Index(
+                fields=["alarm_at"],
+                condition=Q(alarm_at__isnull=False),
+                name="kody_user_schemas_alarm_ix",
+            ),
+            models.Index(fields=["version", "user_id"], name="kody_user_schemas_version_ix"),
+        ]
+
+    def __str__(self) -> str:
+        return self.schema_name

@@ -1,0 +1,239 @@
+"""Create, upgrade, look up and purge per-user schemas.
+
+Creation is the Durable Object cold start: one transaction that claims the registry row,
+creates the schema and runs the compiled DDL, then writes the owner row. Upgrades compare a
+schema with the models by name and add what is missing, so they are additive and can run
+again after a crash. Everything here takes the registry row lock before touching a schema,
+then the owner row lock, the same order actor calls use, so upgrades and calls never deadlock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+
+from kody.userschema.actor_models import schema_version
+from kody.userschema.ddl import SchemaDDL, compile_schema
+from kody.userschema.models import UserSchema
+from kody.userschema.naming import quoted, schema_name_for
+from kody.userschema.scope import user_schema_scope
+from kody.userschema.upgrades import steps_between
+
+REGISTRY = UserSchema._meta.db_table
+OWNER_TABLE = "actor_owner"
+
+
+class SchemaNameCollision(Exception):
+    """Two stable ids map to one schema name; the registry refused the second."""
+
+
+class SchemaMissing(LookupError):
+    pass
+
+
+@dataclass
+class Introspection:
+    columns: dict[str, set[str]] = field(default_factory=dict)
+    names: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class UpgradePlan:
+    user_id: str
+    schema: str
+    from_version: int
+    to_version: int
+    statements: tuple[str, ...]
+    steps: tuple[str, ...]
+
+    @property
+    def needed(self) -> bool:
+        return self.from_version < self.to_version
+
+
+class _KnownSchemas:
+    """Schemas this process has seen at the current version (bounded LRU)."""
+
+    def __init__(self, size: int = 100_000) -> None:
+        self._size = size
+        self._items: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, user_id: str) -> str | None:
+        with self._lock:
+            schema = self._items.get(user_id)
+            if schema is not None:
+                self._items.move_to_end(user_id)
+            return schema
+
+    def add(self, user_id: str, schema: str) -> None:
+        with self._lock:
+            self._items[user_id] = schema
+            self._items.move_to_end(user_id)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def forget(self, user_id: str) -> None:
+        with self._lock:
+            self._items.pop(user_id, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+known = _KnownSchemas()
+
+
+def _remember_after_commit(user_id: str, schema: str, using: str) -> None:
+    # A rolled-back creation (e.g. inside a caller's failed transaction) must not be cached.
+    transaction.on_commit(lambda: known.add(user_id, schema), using=using)
+
+
+def create_schema(user_id: str, *, version: int | None = None, using: str = DEFAULT_DB_ALIAS) -> str:
+    """Create the user's schema at ``version`` (default: current); a no-op if it exists."""
+    ddl = compile_schema(version, using)
+    schema = schema_name_for(user_id)
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {REGISTRY} (user_id, schema_name, version, created_at, upgraded_at)"
+            " VALUES (%s, %s, %s, now(), now()) ON CONFLICT DO NOTHING RETURNING schema_name",
+            [user_id, schema, ddl.version],
+        )
+        if cursor.fetchone() is None:
+            return _existing_or_collision(cursor, user_id, schema)
+        with user_schema_scope(schema, using):
+            # search_path may name a schema before it exists; the CREATE makes it live.
+            cursor.execute(f"CREATE SCHEMA {quoted(schema)};\n{ddl.create_script}")
+            cursor.execute(
+                f"INSERT INTO {OWNER_TABLE} (id, owner_id, created_at) VALUES (1, %s, now())",
+                [user_id],
+            )
+    if ddl.version == schema_version():
+        _remember_after_commit(user_id, schema, using)
+    return schema
+
+
+def _existing_or_collision(cursor, user_id: str, schema: str) -> str:  # type: ignore[no-untyped-def]
+    cursor.execute(f"SELECT schema_name FROM {REGISTRY} WHERE user_id = %s", [user_id])
+    row = cursor.fetchone()
+    if row is None:
+        raise SchemaNameCollision(f"schema {schema} already belongs to another user")
+    return row[0]
+
+
+def introspect(cursor, schema: str) -> Introspection:  # type: ignore[no-untyped-def]
+    cursor.execute(
+        """
+        WITH ns AS (SELECT oid FROM pg_namespace WHERE nspname = %s)
+        SELECT 'c', c.relname, a.attname
+          FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+         WHERE c.relnamespace = (SELECT oid FROM ns) AND c.relkind IN ('r', 'p')
+           AND a.attnum > 0 AND NOT a.attisdropped
+        UNION ALL
+        SELECT 'n', c.relname, NULL FROM pg_class c
+         WHERE c.relnamespace = (SELECT oid FROM ns) AND c.relkind IN ('i', 'I')
+        UNION ALL
+        SELECT 'n', conname, NULL FROM pg_constraint WHERE connamespace = (SELECT oid FROM ns)
+        """,
+        [schema],
+    )
+    found = Introspection()
+    for kind, name, column in cursor.fetchall():
+        if kind == "c":
+            found.columns.setdefault(name, set()).add(column)
+        else:
+            found.names.add(name)
+    return found
+
+
+def missing_statements(found: Introspection, ddl: SchemaDDL) -> list[str]:
+    creates: list[str] = []
+    extras: list[str] = []
+    later: list[str] = []
+    for table in ddl.tables:
+        columns = found.columns.get(table.table)
+        if columns is None:
+            creates.append(table.create_table)
+            extras.extend(table.create_extras)
+            continue
+        for column, statements in table.columns.items():
+            if column not in columns:
+                later.extend(statements)
+        later.extend(sql for name, sql in table.named.items() if name not in found.names)
+    return [*creates, *extras, *later]
+
+
+def _lock_registry_row(cursor, user_id: str) -> tuple[str, int]:  # type: ignore[no-untyped-def]
+    cursor.execute(
+        f"SELECT schema_name, version FROM {REGISTRY} WHERE user_id = %s FOR UPDATE", [user_id]
+    )
+    row = cursor.fetchone()
+    if row is None:
+        raise SchemaMissing(user_id)
+    return row[0], row[1]
+
+
+def upgrade_schema(user_id: str, *, dry_run: bool = False, using: str = DEFAULT_DB_ALIAS) -> UpgradePlan:
+    """Bring one schema to the current version; returns what was (or would be) done."""
+    target = schema_version()
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        schema, version = _lock_registry_row(cursor, user_id)
+        if version >= target:
+            return UpgradePlan(user_id, schema, version, version, (), ())
+        with user_schema_scope(schema, using):
+            cursor.execute(f"SELECT 1 FROM {OWNER_TABLE} WHERE id = 1 FOR UPDATE")
+            statements = missing_statements(introspect(cursor, schema), compile_schema(None, using))
+            steps = steps_between(version, target)
+            plan = UpgradePlan(
+                user_id, schema, version, target, tuple(statements), tuple(s.name for s in steps)
+            )
+            if dry_run:
+                transaction.set_rollback(True, using=using)
+                return plan
+            if statements:
+                cursor.execute("\n".join(statements))
+            for step in steps:
+                step.run(cursor)
+        cursor.execute(
+            f"UPDATE {REGISTRY} SET version = %s, upgraded_at = now() WHERE user_id = %s",
+            [target, user_id],
+        )
+    _remember_after_commit(user_id, schema, using)
+    return plan
+
+
+def ensure_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
+    """The user's schema, created or upgraded on first access; cached per process."""
+    schema = known.get(user_id)
+    if schema is not None:
+        return schema
+    with connections[using].cursor() as cursor:
+        cursor.execute(f"SELECT schema_name, version FROM {REGISTRY} WHERE user_id = %s", [user_id])
+        row = cursor.fetchone()
+    if row is None:
+        return create_schema(user_id, using=using)
+    if row[1] < schema_version():
+        return upgrade_schema(user_id, using=using).schema
+    _remember_after_commit(user_id, row[0], using)
+    return row[0]
+
+
+def purge_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> bool:
+    """Drop the user's schema and registry row; True if there was one. Idempotent."""
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {REGISTRY} WHERE user_id = %s RETURNING schema_name", [user_id]
+        )
+        row = cursor.fetchone()
+        schema = row[0] if row else schema_name_for(user_id)
+        cursor.execute(f"DROP SCHEMA IF EXISTS {quoted(schema)} CASCADE")
+    known.forget(user_id)
+    return row is not None
+
+
+def lookup(user_id: str) -> UserSchema | None:
+    return UserSchema.objects.filter(user_id=user_id).first()

@@ -1,0 +1,1 @@
+"""pgvector-backed vector index (the original's Vectorize), isolated per user."""
