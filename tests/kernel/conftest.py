@@ -1,0 +1,90 @@
+"""Kernel test cast: two users who have never met, a real broker, a real Celery worker."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection
+
+from kody.userschema.naming import like_pattern
+
+
+def new_user_id() -> str:
+    return secrets.token_hex(32)
+
+
+def drop_user_schemas() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", [like_pattern()])
+        for (name,) in cursor.fetchall():
+            cursor.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+@pytest.fixture(scope="session")
+def user_schemas_cleanup(django_db_setup, django_db_blocker) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    with django_db_blocker.unblock():
+        drop_user_schemas()
+    yield
+    with django_db_blocker.unblock():
+        drop_user_schemas()
+
+
+@pytest.fixture
+def owner_id(user_schemas_cleanup: None) -> str:
+    return new_user_id()
+
+
+@pytest.fixture
+def outsider_id(user_schemas_cleanup: None) -> str:
+    return new_user_id()
+
+
+@pytest.fixture
+def inline_actors(settings):  # type: ignore[no-untyped-def]
+    settings.KODY_ACTORS_INLINE = True
+
+
+def clear_actor_queues() -> None:
+    from kody.actors import transport
+
+    client = transport.client()
+    for key in client.scan_iter(match="actors.*"):
+        client.delete(key)
+
+
+@pytest.fixture(scope="module")
+def celery_worker(django_db_setup, django_db_blocker, user_schemas_cleanup):  # type: ignore[no-untyped-def]
+    """A real Celery worker (solo pool, in a thread) draining every shard queue and ``default``."""
+    from celery.contrib.testing.worker import start_worker
+
+    from config.celery import app
+    from kody.actors import transport
+
+    clear_actor_queues()
+    queues = [*transport.all_queue_names(), "default"]
+    with django_db_blocker.unblock(), start_worker(
+        app,
+        pool="solo",
+        concurrency=1,
+        queues=queues,
+        perform_ping_check=False,
+        loglevel="WARNING",
+        shutdown_timeout=30,
+    ) as worker:
+        _wait_for_leases(len(transport.all_queue_names()))
+        yield worker
+
+
+def _wait_for_leases(shards: int, timeout: float = 20.0) -> None:
+    from kody.actors import transport
+
+    client = transport.client()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(client.exists(f"{transport.queue_name(n)}.lease") for n in range(shards)):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("shard consumers did not start")

@@ -1,0 +1,76 @@
+"""Actors that exist only for kernel tests. A subprocess worker loads them with --include."""
+
+from __future__ import annotations
+
+import os
+import signal
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.entitlements.actor.models import DailyCounter
+from kody.actors import Actor
+from kody.errors import KodyError
+
+
+class ProbeFailed(KodyError):
+    code = "probe_failed"
+    status = 409
+
+
+# The psycopg connection of the last worker call (in-process workers only).
+seen_connections: list[Any] = []
+
+
+class Probe(Actor):
+    name = "tests.Probe"
+
+    def whoami(self) -> dict[str, str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('search_path')")
+            return {"user": self.user_id, "schema": self.schema, "search_path": cursor.fetchone()[0]}
+
+    def fail(self, message: str) -> None:
+        self._bump("execute_calls_per_day")
+        raise ProbeFailed(message, details={"why": message})
+
+    def bump(self) -> int:
+        return self._bump("execute_calls_per_day")
+
+    def remember_connection(self) -> None:
+        seen_connections.append(connection.connection)
+        self.fail("after remembering")
+
+    def die_before_commit(self, marker: str) -> int:
+        count = self._bump("job_runs_per_day")
+        if not Path(marker).exists():
+            Path(marker).write_text("died")
+            os.kill(os.getpid(), signal.SIGKILL)
+        return count
+
+    def die_after_commit(self, marker: str) -> int:
+        count = self._bump("job_runs_per_day")
+        if not Path(marker).exists():
+            Path(marker).write_text("died")
+            transaction.on_commit(lambda: os.kill(os.getpid(), signal.SIGKILL))
+        return count
+
+    def wake_in(self, seconds: float) -> None:
+        self.set_alarm(timezone.now() + timedelta(seconds=seconds))
+
+    def alarm(self) -> None:
+        self._bump("email_sends_per_day")
+
+    def _bump(self, resource: str) -> int:
+        today = timezone.now().date()
+        DailyCounter.objects.get_or_create(resource=resource, day=today, defaults={"count": 0})
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE daily_counters SET count = count + 1, revision = revision + 1"
+                " WHERE resource = %s AND day = %s RETURNING count",
+                [resource, today],
+            )
+            return cursor.fetchone()[0]

@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.db import connection, transaction
+from django.db.utils import ProgrammingError
+
+from apps.entitlements.actor import UserMeter
+from apps.entitlements.actor.models import DailyCounter
+from kody.userschema import actor_models, schema_version
+from kody.userschema.ddl import compile_schema
+from kody.userschema.models import UserSchema
+from kody.userschema.naming import schema_name_for
+from kody.userschema.schemas import (
+    SchemaNameCollision,
+    create_schema,
+    ensure_schema,
+    introspect,
+    known,
+    purge_schema,
+    upgrade_schema,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TODAY = "2026-11-29"
+
+
+def _columns(schema: str) -> dict[str, set[str]]:
+    with connection.cursor() as cursor:
+        return introspect(cursor, schema).columns
+
+
+def _schema_exists(schema: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema])
+        return cursor.fetchone() is not None
+
+
+def test_schema_name_is_deterministic_short_and_safe(owner_id):
+    name = schema_name_for(owner_id)
+    assert name == schema_name_for(owner_id)
+    assert name.startswith("u_") and len(name.encode()) <= 63
+    assert schema_name_for("not-a-hex-id").startswith("u_")
+    with pytest.raises(ValueError):
+        schema_name_for("")
+
+
+def test_actor_models_stay_out_of_django_migrations_and_public():
+    global_models = set(apps.get_models())
+    assert not global_models & set(actor_models())
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('public.daily_counters'), to_regclass('public.actor_owner')")
+        assert cursor.fetchone() == (None, None)
+
+
+def test_creation_builds_every_actor_table_from_the_models(owner_id):
+    schema = create_schema(owner_id)
+    columns = _columns(schema)
+    for model in actor_models():
+        expected = {field.column for field in model._meta.local_concrete_fields}
+        assert columns[model._meta.db_table] == expected
+    row = UserSchema.objects.get(user_id=owner_id)
+    assert (row.schema_name, row.version) == (schema, schema_version())
+    assert create_schema(owner_id) == schema  # a second creation is a no-op
+
+
+def test_no_actor_table_is_reachable_without_the_actor_layer(owner_id, inline_actors):
+    UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    with pytest.raises(ProgrammingError, match="daily_counters"), transaction.atomic():
+        DailyCounter.objects.count()
+
+
+def test_a_colliding_schema_name_is_refused(owner_id, outsider_id):
+    UserSchema.objects.create(
+        user_id=outsider_id, schema_name=schema_name_for(owner_id), version=schema_version()
+    )
+    with pytest.raises(SchemaNameCollision):
+        create_schema(owner_id)
+
+
+def test_purge_drops_schema_and_registry_row_and_is_idempotent(owner_id, outsider_id, inline_actors):
+    for user in (owner_id, outsider_id):
+        UserMeter.call(user, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    schema = schema_name_for(owner_id)
+    assert purge_schema(owner_id) is True
+    assert not _schema_exists(schema)
+    assert not UserSchema.objects.filter(user_id=owner_id).exists()
+    assert purge_schema(owner_id) is False
+    assert _schema_exists(schema_name_for(outsider_id))
+
+
+def test_a_purged_user_gets_a_fresh_schema_on_the_next_call(owner_id, inline_actors):
+    UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    with connection.cursor() as cursor:  # purged behind this process's back: cache is stale
+        cursor.execute(f'DROP SCHEMA "{schema_name_for(owner_id)}" CASCADE')
+        cursor.execute("DELETE FROM kody_user_schemas WHERE user_id = %s", [owner_id])
+    reading = UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    assert reading["count"] == 1
+
+
+def _old_schema(user_id: str) -> str:
+    schema = create_schema(user_id, version=1)
+    known.forget(user_id)
+    assert "revision" not in _columns(schema)["daily_counters"]
+    return schema
+
+
+def test_v1_schema_upgrades_lazily_on_first_call(owner_id, inline_actors):
+    assert schema_version() >= 2
+    schema = _old_schema(owner_id)
+    reading = UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    assert reading["revision"] == 1
+    assert "revision" in _columns(schema)["daily_counters"]
+    assert UserSchema.objects.get(user_id=owner_id).version == schema_version()
+
+
+def test_v1_schema_upgrades_by_command_twice_in_a_row(owner_id, outsider_id, capsys):
+    for user in (owner_id, outsider_id):
+        _old_schema(user)
+    call_command("upgrade_user_schemas")
+    first = capsys.readouterr().out
+    assert "[1/2 (50%)" in first and "[2/2 (100%)" in first
+    call_command("upgrade_user_schemas")
+    assert "nothing to upgrade" in capsys.readouterr().out
+    for user in (owner_id, outsider_id):
+        assert UserSchema.objects.get(user_id=user).version == schema_version()
+        assert "daily_counters_day_ix" in _index_names(schema_name_for(user))
+
+
+def _index_names(schema: str) -> set[str]:
+    with connection.cursor() as cursor:
+        return introspect(cursor, schema).names
+
+
+def test_upgrade_is_additive_and_idempotent_even_if_partly_applied(owner_id):
+    schema = _old_schema(owner_id)
+    with connection.cursor() as cursor:  # as if a crash had left the column but not the index
+        cursor.execute(f'ALTER TABLE "{schema}".daily_counters ADD COLUMN revision bigint DEFAULT 0 NOT NULL')
+    plan = upgrade_schema(owner_id)
+    assert plan.statements == (compile_schema().tables[-1].named["daily_counters_day_ix"],)
+    assert upgrade_schema(owner_id).statements == ()
+
+
+def test_dry_run_reports_and_changes_nothing(owner_id, capsys):
+    schema = _old_schema(owner_id)
+    call_command("upgrade_user_schemas", "--dry-run")
+    out = capsys.readouterr().out
+    assert "would apply" in out and "revision" in out
+    assert "revision" not in _columns(schema)["daily_counters"]
+    assert UserSchema.objects.get(user_id=owner_id).version == 1
+
+
+def test_ensure_schema_is_cached_after_commit(owner_id):
+    schema = ensure_schema(owner_id)
+    assert known.get(owner_id) == schema
