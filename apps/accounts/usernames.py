@@ -19,6 +19,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from kody.kv import store
+
 logger = logging.getLogger(__name__)
 
 OVERRIDE_KEY = "platform-settings:v1:reserved-usernames"
@@ -90,11 +92,7 @@ def _parse(raw: Any) -> Override:
 def read_override() -> Override | None:
     """The stored override, or None when it is missing or unreadable (callers fail closed)."""
     try:
-        from kody import kv
-    except ImportError:
-        return None
-    try:
-        raw = kv.get_json(OVERRIDE_KEY)
+        raw = store.get_json(OVERRIDE_KEY)
         return None if raw is None else _parse(raw)
     except Exception:  # noqa: BLE001 — any failure here must fall back to the built-in list
         logger.warning("reserved-username override unreadable; using the built-in list")
@@ -102,9 +100,7 @@ def read_override() -> Override | None:
 
 
 def write_override(override: Override) -> None:
-    from kody import kv
-
-    kv.put_json(OVERRIDE_KEY, override.as_json())
+    store.put_json(OVERRIDE_KEY, override.as_json())
 
 
 @dataclass(frozen=True)

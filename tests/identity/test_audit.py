@@ -42,15 +42,32 @@ def test_long_reasons_are_truncated() -> None:
     assert len(AuditEvent.objects.get().reason) == audit.REASON_MAX
 
 
-def test_prune_deletes_only_expired_rows_in_batches() -> None:
+def _aged_rows(expired: int, fresh: int) -> None:
     now = timezone.now()
     old = now - timedelta(days=audit.RETENTION_DAYS + 1)
+    young = now - timedelta(days=audit.RETENTION_DAYS - 1)
     AuditEvent.objects.bulk_create(
         [AuditEvent(category="auth", action="login", result="success", timestamp=old)
-         for _ in range(7)]
-        + [AuditEvent(category="auth", action="login", result="success",
-                      timestamp=now - timedelta(days=audit.RETENTION_DAYS - 1))]
+           for _ in range(expired)]
+        + [AuditEvent(category="auth", action="login", result="success", timestamp=young)
+           for _ in range(fresh)]
     )
-    assert audit.prune(batch_size=3, max_batches=2) == 6
-    assert audit.prune(batch_size=3) == 1
+
+
+def test_prune_deletes_only_expired_rows_a_batch_at_a_time() -> None:
+    _aged_rows(expired=7, fresh=1)
+    assert audit.prune_expired(3) == 3
+    assert audit.prune_expired(10) == 4
+    assert audit.prune_expired(10) == 0
     assert AuditEvent.objects.count() == 1
+
+
+def test_audit_retention_lane_is_hourly_and_bounded() -> None:
+    from kody.lanes import Cadence, registry, run_lane
+
+    declared = registry.get("audit_retention")
+    assert declared is not None and declared.cadence is Cadence.HOURLY
+    _aged_rows(expired=2500, fresh=3)
+    run = run_lane("audit_retention")
+    assert run is not None and run.items == 2500 and run.batches == 3
+    assert AuditEvent.objects.count() == 3

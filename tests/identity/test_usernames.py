@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 import pytest
 
-import kody
 from apps.accounts import usernames
 from apps.accounts.usernames import Override, effective
+from kody.kv import store
 
 
 @pytest.mark.parametrize("name", ["ab", "a" * 40, "-abc", "abc-", "a--b", "a_b", "a.b", "Ünï", ""])
@@ -59,36 +58,52 @@ def test_system_locals_and_kody_built_ins_cannot_be_unreserved(name: str) -> Non
         usernames.remove_reserved(name, by_stable_user_id="op")
 
 
-def _fake_kv(monkeypatch: pytest.MonkeyPatch, get_json: Any) -> dict[str, Any]:
-    store: dict[str, Any] = {}
-    fake = types.SimpleNamespace(
-        get_json=get_json or store.get, put_json=lambda key, value: store.__setitem__(key, value)
-    )
-    monkeypatch.setattr(kody, "kv", fake, raising=False)
-    monkeypatch.setitem(__import__("sys").modules, "kody.kv", fake)
-    return store
-
-
-def test_unreadable_override_fails_closed_to_built_ins(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(key: str) -> Any:
-        raise ConnectionError("kv down")
-
-    _fake_kv(monkeypatch, broken)
+@pytest.mark.django_db
+def test_missing_override_means_the_built_in_list() -> None:
     assert usernames.read_override() is None
     assert usernames.is_reserved("blog")
 
 
-def test_malformed_override_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_kv(monkeypatch, lambda key: {"added": [1, 2], "removed": ["blog"]})
+@pytest.mark.django_db
+def test_unreadable_override_fails_closed_to_built_ins(monkeypatch: pytest.MonkeyPatch) -> None:
+    usernames.remove_reserved("blog", by_stable_user_id="op-1")
+    assert not usernames.is_reserved("blog")
+
+    def broken(key: str) -> Any:
+        raise ConnectionError("kv down")
+
+    monkeypatch.setattr(store, "get_json", broken)
+    assert usernames.read_override() is None
     assert usernames.is_reserved("blog")
 
 
-def test_add_and_remove_round_trip_through_kv(monkeypatch: pytest.MonkeyPatch) -> None:
-    store = _fake_kv(monkeypatch, None)
+@pytest.mark.django_db
+def test_malformed_override_fails_closed() -> None:
+    store.put_json(usernames.OVERRIDE_KEY, {"added": [1, 2], "removed": ["blog"]})
+    assert usernames.is_reserved("blog")
+    store.put(usernames.OVERRIDE_KEY, b"not json")
+    assert usernames.is_reserved("blog")
+
+
+@pytest.mark.django_db
+def test_add_and_remove_round_trip_through_kv() -> None:
     usernames.add_reserved("Acme", by_stable_user_id="op-1")
     usernames.remove_reserved("blog", by_stable_user_id="op-1")
-    saved = store[usernames.OVERRIDE_KEY]
+    saved = store.get_json(usernames.OVERRIDE_KEY)
     assert saved["added"] == ["acme"] and saved["removed"] == ["blog"]
-    assert saved["updatedBy"] == "op-1"
+    assert saved["updatedBy"] == "op-1" and saved["updatedAt"]
     assert usernames.is_reserved("acme-corp")
     assert not usernames.is_reserved("blog")
+    usernames.add_reserved("blog", by_stable_user_id="op-2")
+    assert usernames.is_reserved("blog")
+
+
+@pytest.mark.django_db
+def test_signup_honours_the_override() -> None:
+    from apps.accounts.services import identity
+
+    usernames.add_reserved("acme", by_stable_user_id="op-1")
+    with pytest.raises(identity.UsernameReserved):
+        identity.clean_username("acme-official")
+    usernames.remove_reserved("blog", by_stable_user_id="op-1")
+    assert identity.clean_username("blog") == "blog"

@@ -79,21 +79,14 @@ def record(
         logger.exception("audit write skipped category=%s action=%s", category, action)
 
 
-def prune(*, batch_size: int = 1000, max_batches: int = 50) -> int:
-    """Delete rows older than the retention window in bounded batches; returns rows deleted."""
+def prune_expired(limit: int) -> int:
+    """Delete up to ``limit`` of the oldest rows past the retention window; returns how many."""
     from apps.accounts.models import AuditEvent
 
     cutoff = timezone.now() - timedelta(days=RETENTION_DAYS)
-    deleted = 0
-    for _ in range(max_batches):
-        ids = list(
-            AuditEvent.objects.filter(timestamp__lt=cutoff)
-            .order_by("timestamp")
-            .values_list("pk", flat=True)[:batch_size]
-        )
-        if not ids:
-            break
-        deleted += AuditEvent.objects.filter(pk__in=ids).delete()[0]
-        if len(ids) < batch_size:
-            break
+    doomed = AuditEvent.objects.filter(timestamp__lt=cutoff).order_by("timestamp")
+    ids = list(doomed.values_list("pk", flat=True)[:limit])
+    if not ids:
+        return 0
+    deleted, _ = AuditEvent.objects.filter(pk__in=ids).delete()
     return deleted
