@@ -420,9 +420,14 @@ def _usage_summary(user: User) -> dict[str, Any]:
         from apps.entitlements.services import usage_summary
     except ImportError:
         usage_summary = None
-    plan = _plan(user)
     if usage_summary is not None:
-        return {"plan": plan.label, "entitlements": usage_summary(user), "metered": True}
+        summary = usage_summary(user)
+        return {
+            "plan": summary.get("plan_label") or str(summary.get("plan", "")).capitalize(),
+            "entitlements": summary,
+            "metered": bool(summary.get("metered")),
+        }
+    plan = _plan(user)
     resources = [
         {"label": res.label, "limit_display": _display(plans.LIMITS[plan][name], res)}
         for name, res in plans.RESOURCES.items()

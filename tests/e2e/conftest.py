@@ -49,6 +49,7 @@ def browser() -> Iterator[Any]:
 def site(live_server: Any, settings: Any) -> str:
     # Mailed links must point at the live server, not the development default.
     settings.SITE_URL = live_server.url
+    settings.KODY_ACTORS_INLINE = True  # usage reads the UserMeter actor without a worker
     return str(live_server.url)
 
 

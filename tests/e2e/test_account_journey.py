@@ -75,6 +75,7 @@ def test_signup_verify_login_token_usage(
     usage_table = page.get_by_role("table")
     expect(usage_table).to_be_visible()
     expect(usage_table).to_contain_text("250")  # the free plan's daily execute calls
+    expect(page.get_by_text("counts are unavailable")).to_have_count(0)
     page.screenshot(path=str(artifacts / "e2e-usage.png"), full_page=True)
     context.close()
 

@@ -42,6 +42,12 @@ def audit_actions(email: str | None = None) -> list[tuple[str, str, str]]:
 
 
 @pytest.fixture(autouse=True)
+def _inline_actors(settings: Any) -> None:
+    # Usage pages read the UserMeter actor; run actor calls in-process instead of on a worker.
+    settings.KODY_ACTORS_INLINE = True
+
+
+@pytest.fixture(autouse=True)
 def _isolated_cache(settings: Any) -> None:
     # Rate-limit counters live in Redis; a per-test key prefix keeps runs independent without
     # flushing a Redis that other processes may share.
