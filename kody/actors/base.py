@@ -43,6 +43,7 @@ class CallContext:
 
 class Actor:
     name: ClassVar[str] = ""
+    _exposed: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, context: CallContext) -> None:
         self.context = context
@@ -70,16 +71,20 @@ class Actor:
 
     @classmethod
     def exposed_methods(cls) -> frozenset[str]:
-        names: set[str] = set()
-        for klass in cls.__mro__:
-            if klass is Actor:
-                break
-            names.update(
-                attr
-                for attr, value in vars(klass).items()
-                if not attr.startswith("_") and inspect.isfunction(value)
-            )
-        return frozenset(names - {"alarm"})
+        exposed = cls.__dict__.get("_exposed")
+        if exposed is None:
+            names: set[str] = set()
+            for klass in cls.__mro__:
+                if klass is Actor:
+                    break
+                names.update(
+                    attr
+                    for attr, value in vars(klass).items()
+                    if not attr.startswith("_") and inspect.isfunction(value)
+                )
+            exposed = frozenset(names - {"alarm"})
+            cls._exposed = exposed
+        return exposed
 
     @classmethod
     def call(

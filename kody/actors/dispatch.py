@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -13,7 +12,7 @@ from django.conf import settings
 from kody.actors import transport
 from kody.actors.base import Actor, method_of
 from kody.actors.errors import ActorCallTimeout
-from kody.actors.wire import Call, Outcome, dumps
+from kody.actors.wire import Call, Outcome
 from kody.userschema.naming import schema_name_for
 
 log = logging.getLogger("kody.actors")
@@ -24,16 +23,14 @@ def _build(
     kwargs: Mapping[str, Any], key: str | None, reply: bool,
 ) -> Call:
     method_of(actor, method)
-    # Arguments travel as JSON on the queue; inline calls get the same conversion.
-    args_json, kwargs_json = json.loads(dumps([list(args), dict(kwargs)]))
     return Call(
         id=key or uuid.uuid4().hex,
         user_id=user_id,
         schema=schema_name_for(user_id),
         actor=actor.name,
         method=method,
-        args=args_json,
-        kwargs=kwargs_json,
+        args=list(args),
+        kwargs=dict(kwargs),
         reply=reply,
     )
 
@@ -41,7 +38,8 @@ def _build(
 def _run_inline(call: Call) -> Outcome:
     from kody.actors.runtime import execute
 
-    return execute([call])[0]
+    # Arguments reach the method exactly as they would off the queue: through JSON.
+    return execute([Call.decode(call.encode())])[0]
 
 
 def call(
