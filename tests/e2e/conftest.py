@@ -46,11 +46,17 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def site(live_server: Any, settings: Any) -> str:
+def site(live_server: Any, settings: Any, transactional_db: None) -> Iterator[str]:
     # Mailed links must point at the live server, not the development default.
     settings.SITE_URL = live_server.url
     settings.KODY_ACTORS_INLINE = True  # usage reads the UserMeter actor without a worker
-    return str(live_server.url)
+    yield str(live_server.url)
+    # The database flush after a transactional test empties tables, not per-user schemas.
+    from apps.accounts.models import User
+    from kody.userschema.schemas import purge_schema
+
+    for stable_user_id in User.objects.values_list("stable_user_id", flat=True):
+        purge_schema(stable_user_id)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,9 @@ pytestmark = [
     pytest.mark.django_db(transaction=True, databases=["default", "audit"]),
 ]
 PASSWORD = "quiet-harbour-lantern-42"
+RUN = uuid.uuid4().hex[:8]  # a fresh identity per run, so nothing left over can collide
+EMAIL = f"browser.person.{RUN}@example.com"
+USERNAME = f"browser-{RUN}"
 
 
 def _verify_link(mailoutbox: list[Any], email: str) -> str:
@@ -36,23 +40,23 @@ def test_signup_verify_login_token_usage(
     page.goto(f"{site}/signup")
     page.keyboard.press("Tab")
     expect(page.locator(":focus")).to_have_text("Skip to content")
-    page.get_by_label("Email").fill("browser.person@example.com")
-    page.get_by_label("Username").fill("browser-person")
+    page.get_by_label("Email").fill(EMAIL)
+    page.get_by_label("Username").fill(USERNAME)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Create account").click()
     expect(page.get_by_role("heading", name="Check your inbox")).to_be_visible()
 
-    page.goto(_verify_link(mailoutbox, "browser.person@example.com"))
+    page.goto(_verify_link(mailoutbox, EMAIL))
     page.get_by_role("button", name="Verify email address").click()
     expect(page.get_by_role("heading", name="Email verified")).to_be_visible()
-    assert User.objects.get(username="browser-person").email_verified_at is not None
+    assert User.objects.get(username=USERNAME).email_verified_at is not None
 
     page.get_by_role("link", name="Sign in").first.click()
-    page.get_by_label("Email or username").fill("browser.person@example.com")
+    page.get_by_label("Email or username").fill(EMAIL)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Sign in").click()
     expect(page.get_by_role("heading", name="Your account")).to_be_visible()
-    expect(page.get_by_text("browser-person").first).to_be_visible()
+    expect(page.get_by_text(USERNAME).first).to_be_visible()
 
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Connections").click()
     page.get_by_label("Token name").fill("browser agent")
@@ -63,7 +67,7 @@ def test_signup_verify_login_token_usage(
     assert plaintext.startswith("kody_pat_")
     page.screenshot(path=str(artifacts / "e2e-token-created.png"), full_page=True)
     token = tokens.authenticate_bearer(plaintext)
-    assert token is not None and token.user.username == "browser-person"
+    assert token is not None and token.user.username == USERNAME
     assert plaintext not in AccessToken.objects.get(pk=token.pk).token_hash
 
     page.goto(f"{site}/account/connections")

@@ -24,14 +24,12 @@ import logging
 import secrets
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
-from django.conf import settings
 from django.contrib.auth import authenticate
 from django.contrib.auth.password_validation import validate_password
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
-from django.core.mail import send_mail
 from django.core.validators import validate_email
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
@@ -47,7 +45,8 @@ from apps.accounts.models import (
 )
 from apps.accounts.models.identity import EmailClaimStatus
 from apps.accounts.models.users import normalize_email, stable_user_id_for
-from apps.accounts.services import audit
+from apps.accounts.services import audit, onetime
+from apps.accounts.services.onetime import InvalidToken, TokenExpired
 from kody.errors import AccountDeleting, Conflict, InvalidInput, KodyError, RateLimited
 
 logger = logging.getLogger(__name__)
@@ -57,7 +56,6 @@ RESET_TTL = timedelta(hours=1)
 EMAIL_CHANGE_TTL = timedelta(hours=24)
 LOGIN_MAX_FAILURES = 10
 LOGIN_WINDOW_SECONDS = 15 * 60
-MAIL_MAX_PER_HOUR = 5
 
 
 # --- errors -----------------------------------------------------------------------------------
@@ -88,21 +86,9 @@ class EmailNotVerified(Conflict):
     code = "email_not_verified"
 
 
-class InvalidToken(KodyError):
-    code = "invalid_token"
-    status = 400
-
-
-class TokenExpired(KodyError):
-    code = "token_expired"
-    status = 400
-
-
 class InvalidCredentials(KodyError):
     code = "invalid_credentials"
     status = 401
-
-
 
 
 def _field_error(field: str, message: str, cls: type[KodyError] = InvalidInput) -> KodyError:
@@ -146,55 +132,7 @@ def _lock_user(user_id: int) -> User:
     return user
 
 
-# --- tokens and mail ----------------------------------------------------------------------------
-
-
-def _token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def _issue(model: type[models.Model], user: User, ttl: timedelta, **extra: Any) -> str:
-    token = secrets.token_urlsafe(32)
-    model.objects.create(  # type: ignore[attr-defined]
-        user=user, token_hash=_token_hash(token), expires_at=timezone.now() + ttl, **extra
-    )
-    return token
-
-
-def _consume(model: type[models.Model], token: str) -> Any:
-    """Delete the token's row and return it; raise when it is unknown or expired."""
-    if not token or len(token) > 256:
-        raise InvalidToken("This link is not valid. Request a new one.")
-    manager = model.objects  # type: ignore[attr-defined]
-    with transaction.atomic():
-        row = manager.select_for_update().filter(token_hash=_token_hash(token)).first()
-        if row is None:
-            raise InvalidToken("This link is not valid or was already used. Request a new one.")
-        row.delete()
-    if row.expires_at <= timezone.now():
-        raise TokenExpired("This link has expired. Request a new one.")
-    return row
-
-
-def _link(path: str, token: str) -> str:
-    return f"{settings.SITE_URL.rstrip('/')}{path}?token={token}"
-
-
-def _mail_after_commit(
-    to: str, subject: str, body: str, *, on_result: Callable[[Exception | None], None] | None = None
-) -> None:
-    def send() -> None:
-        try:
-            send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to], fail_silently=False)
-        except Exception as exc:  # noqa: BLE001 — the state change already committed
-            logger.exception("account mail not sent: %s", subject)
-            if on_result:
-                on_result(exc)
-            return
-        if on_result:
-            on_result(None)
-
-    transaction.on_commit(send, robust=True)
+# --- verification mail outcome -----------------------------------------------------------------
 
 
 def _record_verification_mail(user_id: int) -> Callable[[Exception | None], None]:
@@ -208,16 +146,6 @@ def _record_verification_mail(user_id: int) -> Callable[[Exception | None], None
         )
 
     return record
-
-
-def _within_hourly_budget(kind: str, key: str) -> bool:
-    cache_key = f"identity:{kind}:{audit.keyed_hash(key)}"
-    try:
-        cache.add(cache_key, 0, timeout=3600)
-        return int(cache.incr(cache_key)) <= MAIL_MAX_PER_HOUR
-    except Exception:  # noqa: BLE001 — a cache outage must not block account mail
-        logger.warning("mail budget unavailable for %s", kind)
-        return True
 
 
 # --- validation ---------------------------------------------------------------------------------
@@ -359,12 +287,12 @@ def _check_available(email: str, username: str) -> None:
 
 def _send_verification(user: User) -> None:
     EmailVerification.objects.filter(user=user).delete()
-    token = _issue(EmailVerification, user, VERIFY_TTL)
-    _mail_after_commit(
+    token = onetime.issue(EmailVerification, user, VERIFY_TTL)
+    onetime.mail_after_commit(
         user.email,
         "Verify your Kody email address",
         "Confirm this address for your Kody account "
-        f"({user.username}) by opening:\n\n{_link('/verify', token)}\n\n"
+        f"({user.username}) by opening:\n\n{onetime.link('/verify', token)}\n\n"
         "The link works once and expires in 24 hours. If you did not sign up, ignore this mail.",
         on_result=_record_verification_mail(user.pk),
     )
@@ -375,7 +303,7 @@ def resend_verification(user: User) -> bool:
     """Send a fresh verification link; False when already verified or over the hourly budget."""
     if user.email_verified_at is not None:
         return False
-    if not _within_hourly_budget("verify", user.stable_user_id):
+    if not onetime.within_hourly_budget("verify", user.stable_user_id):
         raise RateLimited("Too many verification emails. Try again in an hour.")
     with transaction.atomic():
         _send_verification(_lock_user(user.pk))
@@ -383,7 +311,7 @@ def resend_verification(user: User) -> bool:
 
 
 def verify_email(token: str, *, ip: str | None = None) -> User:
-    row = _consume(EmailVerification, token)
+    row = onetime.consume(EmailVerification, token)
     with transaction.atomic():
         user = _lock_user(row.user_id)
         if user.email_verified_at is None:
@@ -402,18 +330,18 @@ def request_password_reset(email: str, *, ip: str | None = None) -> None:
     """Mail a reset link when the address belongs to an account; silent either way."""
     email = clean_email(email)
     user = User.objects.filter(email=email, deleting_at__isnull=True).first()
-    if user is None or not _within_hourly_budget("reset", email):
+    if user is None or not onetime.within_hourly_budget("reset", email):
         audit.record(category="auth", action="password_reset_request", result="failure",
                      email=email, ip=ip, reason="unknown_or_throttled")
         return
     with transaction.atomic():
         PasswordReset.objects.filter(user=user).delete()
-        token = _issue(PasswordReset, user, RESET_TTL)
-        _mail_after_commit(
+        token = onetime.issue(PasswordReset, user, RESET_TTL)
+        onetime.mail_after_commit(
             user.email,
             "Reset your Kody password",
             f"Choose a new password for {user.username}:\n\n"
-            f"{_link('/reset-password/confirm', token)}\n\n"
+            f"{onetime.link('/reset-password/confirm', token)}\n\n"
             "The link works once and expires in one hour. If you did not ask, ignore this mail.",
         )
     audit.record(category="auth", action="password_reset_request", result="success",
@@ -422,7 +350,7 @@ def request_password_reset(email: str, *, ip: str | None = None) -> None:
 
 def check_reset_token(token: str) -> None:
     """Raise when the token cannot be used, without consuming it (for the GET form)."""
-    row = PasswordReset.objects.filter(token_hash=_token_hash(token or "")).first()
+    row = PasswordReset.objects.filter(token_hash=onetime.token_hash(token or "")).first()
     if row is None:
         raise InvalidToken("This link is not valid or was already used. Request a new one.")
     if row.expires_at <= timezone.now():
@@ -431,13 +359,16 @@ def check_reset_token(token: str) -> None:
 
 def reset_password(token: str, password: str, *, ip: str | None = None) -> User:
     check_reset_token(token)
-    pending = PasswordReset.objects.select_related("user").filter(token_hash=_token_hash(token))
-    row = pending.first()
+    row = (
+        PasswordReset.objects.select_related("user")
+        .filter(token_hash=onetime.token_hash(token))
+        .first()
+    )
     if row is None:
         raise InvalidToken("This link is not valid or was already used. Request a new one.")
     # Validate before consuming so a weak password does not burn the link.
     clean_password(password, row.user)
-    row = _consume(PasswordReset, token)
+    row = onetime.consume(PasswordReset, token)
     with transaction.atomic():
         user = _lock_user(row.user_id)
         user.set_password(password)
@@ -463,7 +394,7 @@ def request_email_change(
     new_email = clean_email(new_email, "new_email")
     if new_email == user.email:
         raise _field_error("new_email", "That is already your email address.")
-    if not _within_hourly_budget("email-change", user.stable_user_id):
+    if not onetime.within_hourly_budget("email-change", user.stable_user_id):
         raise RateLimited("Too many email change requests. Try again in an hour.")
     with transaction.atomic():
         locked = _lock_user(user.pk)
@@ -473,14 +404,14 @@ def request_email_change(
                                           ).delete()
         if PendingEmailChange.objects.filter(new_email=new_email).exists():
             raise _field_error("new_email", "That address is not available.", EmailUnavailable)
-        token = _issue(PendingEmailChange, locked, EMAIL_CHANGE_TTL, new_email=new_email)
-        _mail_after_commit(
+        token = onetime.issue(PendingEmailChange, locked, EMAIL_CHANGE_TTL, new_email=new_email)
+        onetime.mail_after_commit(
             new_email,
             "Confirm your new Kody email address",
             f"Confirm {new_email} as the email for {locked.username}:\n\n"
-            f"{_link('/account/email/confirm', token)}\n\nThe link expires in 24 hours.",
+            f"{onetime.link('/account/email/confirm', token)}\n\nThe link expires in 24 hours.",
         )
-        _mail_after_commit(
+        onetime.mail_after_commit(
             locked.email,
             "Your Kody email address is being changed",
             "Someone signed in to your account asked to change its email address. If this was "
@@ -497,7 +428,7 @@ def _require_available(email: str, user_id: int) -> None:
 
 
 def confirm_email_change(token: str, *, ip: str | None = None) -> User:
-    row = _consume(PendingEmailChange, token)
+    row = onetime.consume(PendingEmailChange, token)
     with transaction.atomic():
         user = _lock_user(row.user_id)
         if user.email_verified_at is None:
@@ -531,24 +462,24 @@ def request_claim_release(user: User, email: str, *, ip: str | None = None) -> N
     email = normalize_email(email)
     if email not in former_emails(user):
         raise _field_error("email", "That is not one of your former addresses.", InvalidInput)
-    if not _within_hourly_budget("claim-release", user.stable_user_id):
+    if not onetime.within_hourly_budget("claim-release", user.stable_user_id):
         raise RateLimited("Too many release requests. Try again in an hour.")
     with transaction.atomic():
         locked = _lock_user(user.pk)
         PendingEmailClaimRelease.objects.filter(user=locked, email=email).delete()
-        token = _issue(PendingEmailClaimRelease, locked, EMAIL_CHANGE_TTL, email=email)
-        _mail_after_commit(
+        token = onetime.issue(PendingEmailClaimRelease, locked, EMAIL_CHANGE_TTL, email=email)
+        onetime.mail_after_commit(
             email,
             "Release this address from your Kody account",
             f"Open this link to release {email} so it can be used for another account:\n\n"
-            f"{_link('/account/email/release', token)}\n\nThe link expires in 24 hours.",
+            f"{onetime.link('/account/email/release', token)}\n\nThe link expires in 24 hours.",
         )
     audit.record(category="account", action="email_claim_release_request", result="success",
                  email=email, ip=ip)
 
 
 def confirm_claim_release(token: str, *, ip: str | None = None) -> None:
-    row = _consume(PendingEmailClaimRelease, token)
+    row = onetime.consume(PendingEmailClaimRelease, token)
     with transaction.atomic():
         user = _lock_user(row.user_id)
         if row.email == user.email:

@@ -1,0 +1,96 @@
+"""One-time links: random tokens stored only as SHA-256, consumed once under a row lock.
+
+Also the two side effects every link flow shares: mail sent after commit, and a small hourly
+budget per purpose so a form cannot be used to flood someone's inbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.core.mail import send_mail
+from django.db import models, transaction
+from django.utils import timezone
+
+from apps.accounts.models import User
+from apps.accounts.services import audit
+from kody.errors import KodyError
+
+logger = logging.getLogger(__name__)
+
+MAIL_MAX_PER_HOUR = 5
+
+
+class InvalidToken(KodyError):
+    code = "invalid_token"
+    status = 400
+
+
+class TokenExpired(KodyError):
+    code = "token_expired"
+    status = 400
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def issue(model: type[models.Model], user: User, ttl: timedelta, **extra: Any) -> str:
+    token = secrets.token_urlsafe(32)
+    model.objects.create(  # type: ignore[attr-defined]
+        user=user, token_hash=token_hash(token), expires_at=timezone.now() + ttl, **extra
+    )
+    return token
+
+
+def consume(model: type[models.Model], token: str) -> Any:
+    """Delete the token's row and return it; raise when it is unknown or expired."""
+    if not token or len(token) > 256:
+        raise InvalidToken("This link is not valid. Request a new one.")
+    manager = model.objects  # type: ignore[attr-defined]
+    with transaction.atomic():
+        row = manager.select_for_update().filter(token_hash=token_hash(token)).first()
+        if row is None:
+            raise InvalidToken("This link is not valid or was already used. Request a new one.")
+        row.delete()
+    if row.expires_at <= timezone.now():
+        raise TokenExpired("This link has expired. Request a new one.")
+    return row
+
+
+def link(path: str, token: str) -> str:
+    return f"{settings.SITE_URL.rstrip('/')}{path}?token={token}"
+
+
+def mail_after_commit(
+    to: str, subject: str, body: str, *, on_result: Callable[[Exception | None], None] | None = None
+) -> None:
+    def send() -> None:
+        try:
+            send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to], fail_silently=False)
+        except Exception as exc:  # noqa: BLE001 — the state change already committed
+            logger.exception("account mail not sent: %s", subject)
+            if on_result:
+                on_result(exc)
+            return
+        if on_result:
+            on_result(None)
+
+    transaction.on_commit(send, robust=True)
+
+
+def within_hourly_budget(kind: str, key: str) -> bool:
+    cache_key = f"identity:{kind}:{audit.keyed_hash(key)}"
+    try:
+        cache.add(cache_key, 0, timeout=3600)
+        return int(cache.incr(cache_key)) <= MAIL_MAX_PER_HOUR
+    except Exception:  # noqa: BLE001 — a cache outage must not block account mail
+        logger.warning("mail budget unavailable for %s", kind)
+        return True
