@@ -15,7 +15,8 @@ pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 def test_home_shows_plan_username_and_links(owner: User, owner_client: Client) -> None:
     body = owner_client.get("/account").content.decode()
     assert owner.username in body and owner.stable_user_id in body and "Free" in body
-    for path in ["/account/connections", "/account/usage", "/account/settings"]:
+    for path in ["/account/connections", "/account/usage", "/account/settings",
+                 "/account/billing"]:
         assert f'href="{path}"' in body
 
 
