@@ -4,7 +4,7 @@ Each shard queue ``actors.shard-N`` is a Redis list of JSON calls; callers push 
 the shard's worker takes from the right, so each user's calls come out in the order they went
 in. A caller waiting for an answer blocks on ``actors.reply.<call id>``; pushing the call and
 starting the wait go out in one round trip. See ``kody.actors.worker`` for the consumer side
-and ADR 0005 for why this is not one Celery task per call.
+and ADR 0006 for why this is not one Celery task per call.
 """
 
 from __future__ import annotations
@@ -58,8 +58,10 @@ def redis_url() -> str:
 
 @functools.cache
 def _client(url: str) -> redis.Redis:
-    # redis-py's pool notices a fork and reconnects, so one client per process is safe.
-    return redis.Redis.from_url(url)
+    # redis-py's pool notices a fork and reconnects, so one client per process is safe. Its
+    # default 5 s socket timeout would cut a longer BLPOP short: the wait is bounded by the
+    # command's own timeout instead.
+    return redis.Redis.from_url(url, socket_timeout=None, socket_connect_timeout=5)
 
 
 def client() -> redis.Redis:

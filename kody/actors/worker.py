@@ -7,7 +7,8 @@ has exactly one writer, concurrency 1). A thread:
 1. holds a lease key (``actors.shard-N.lease``) so a second worker started for the same shard
    waits instead of competing; the lease expires if the worker dies;
 2. moves up to ``KODY_ACTOR_BATCH_SIZE`` calls at once from the queue to its in-flight list
-   (a Lua script, atomic with the lease check), blocking only when the queue is empty;
+   (a Lua script, atomic with the lease check); when the queue is empty it blocks for one
+   call and runs it alone, so batches form only under load and cost idle callers nothing;
 3. runs them through ``kody.actors.runtime.execute`` (one transaction per user), then pushes
    every reply and deletes the in-flight list in one pipeline.
 
@@ -114,14 +115,10 @@ class ShardConsumer(threading.Thread):
             return None
         if taken:
             return list(taken)
+        # Idle: block for one call and run it at once. Whatever arrives meanwhile is drained
+        # as a batch on the next turn, so a lone caller never waits for a batch to fill.
         first = self.redis.blmove(self.queue, self.inflight, BLOCK_SECONDS, "RIGHT", "LEFT")
-        if first is None:
-            return []
-        more = self.drain(
-            keys=[self.queue, self.inflight, self.lease],
-            args=[self.token, self.batch_size - 1, self.lease_ms],
-        )
-        return [first, *(more or [])]
+        return [] if first is None else [first]
 
     def _process(self, raw: list[bytes]) -> None:
         from kody.actors.runtime import execute

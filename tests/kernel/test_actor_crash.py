@@ -79,7 +79,7 @@ def test_killed_worker_loses_nothing_and_applies_nothing_twice(owner_id, tmp_pat
             assert workers[-1].wait(timeout=60) == -9  # the worker killed itself mid-call
             workers.append(start_worker())  # takes over the lease, replays its in-flight list
             pending["thread"].join(timeout=90)
-            assert "error" not in pending, pending.get("error")
+            assert "error" not in pending, repr(pending.get("error"))
             assert pending["value"] == expected
         settings.KODY_ACTORS_INLINE = True
         assert job_runs(owner_id) == 2

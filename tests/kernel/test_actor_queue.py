@@ -119,3 +119,9 @@ def test_search_path_of_this_process_is_untouched_by_queue_calls(owner_id, celer
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('search_path')")
         assert cursor.fetchone()[0] == '"$user", public'
+
+
+def test_a_call_may_wait_longer_than_the_redis_clients_default_socket_timeout(owner_id, celery_worker):
+    from kody.actors.transport import client
+
+    assert client().connection_pool.connection_kwargs["socket_timeout"] is None
