@@ -1,20 +1,30 @@
-"""The UserMeter actor: daily entitlement counters, one writer per user.
+"""The UserMeter actor: a user's daily entitlement counters and storage/service authority.
 
-Only the daily counter lives here so far; inbound-delivery claims, storage bytes, package
-service states and write leases join it as the meter grows (SCHEMA.md §2.1).
+Design note. Every method runs inside the kernel's per-user transaction, after the owner row
+is locked, so each method sees and changes the meter alone: a check-and-increment is one
+conditional UPDATE and can never overshoot a limit, however many callers race. The hot method
+(``consume``) is a single statement: its WITH clause also deletes counter, claim and worker-day
+rows older than the seven-day window, which is how every read/write path prunes without
+paying an extra round trip. A missing (resource, day) row is a cold bootstrap: the zero row is
+inserted if absent (concurrent bootstraps are harmless) — inside the same call by default, or
+by the caller's ``initialize`` after a ``needs_bootstrap`` answer when it asks for that.
+Write leases and the deletion fence have their tables here but belong to the deletion work.
 """
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+import base64
+import json
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db import connection
 from django.utils import timezone
 
-from apps.entitlements.actor.models import DailyCounter
+from apps.entitlements.actor import models as m
 from kody.actors import Actor
 
+USER_METER_VERSION = 12  # the original's UserMeter schema version this meter implements
 RESOURCES = frozenset(
     {
         "email_sends_per_day",
@@ -24,8 +34,39 @@ RESOURCES = frozenset(
         "job_runs_per_day",
     }
 )
-RETENTION_DAYS = 7
-TABLE = DailyCounter._meta.db_table
+RETENTION_DAYS = 7  # rows more than seven UTC days older than the current day are pruned
+CONNECTION_DEBOUNCE = timedelta(minutes=5)
+SERVICE_STATUSES = frozenset({"running", "idle", "stopped", "error"})
+SERVICE_MODES = frozenset({"bounded", "persistent"})
+EXPORT_PAGE_MAX = 1000
+
+COUNTERS = m.DailyCounter._meta.db_table
+CLAIMS = m.InboundDeliveryClaim._meta.db_table
+WORKER_DAYS = m.DynamicWorkerDay._meta.db_table
+STORAGE = m.StorageBytesState._meta.db_table
+SERVICES = m.PackageServiceState._meta.db_table
+CONNECTIONS = m.InboundConnectionLastUsed._meta.db_table
+META = m.MeterMeta._meta.db_table
+DELETION = m.DeletionState._meta.db_table
+LEASES = m.AccountWriteLease._meta.db_table
+
+_PRUNE = f"""
+    pruned_counters AS (DELETE FROM {COUNTERS} WHERE day < %(cutoff)s),
+    pruned_claims AS (DELETE FROM {CLAIMS} WHERE day < %(cutoff)s),
+    pruned_workers AS (DELETE FROM {WORKER_DAYS} WHERE day < %(cutoff)s)"""
+
+_CONSUME = f"""
+WITH {_PRUNE},
+charged AS (
+    UPDATE {COUNTERS} SET count = count + %(amount)s, revision = revision + 1, updated_at = now()
+     WHERE resource = %(resource)s AND day = %(day)s AND count + %(amount)s <= %(limit)s
+    RETURNING count, revision
+)
+SELECT charged.count, charged.revision, cur.count, cur.revision
+  FROM (SELECT 1) AS one
+  LEFT JOIN charged ON true
+  LEFT JOIN {COUNTERS} AS cur ON cur.resource = %(resource)s AND cur.day = %(day)s
+"""
 
 
 class UnknownResource(ValueError):
@@ -36,7 +77,33 @@ def _day(value: str) -> date:
     return date.fromisoformat(value)
 
 
-def _reading(resource: str, day: date, allowed: bool, count: int, revision: int, limit: int) -> dict[str, Any]:
+def _cutoff(day: date) -> date:
+    return day - timedelta(days=RETENTION_DAYS)
+
+
+def _today() -> date:
+    return timezone.now().date()
+
+
+def _resource(name: str) -> str:
+    if name not in RESOURCES:
+        raise UnknownResource(name)
+    return name
+
+
+def _positive(amount: int) -> int:
+    if not isinstance(amount, int) or amount < 1:
+        raise ValueError("amount must be a positive integer")
+    return amount
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _reading(
+    resource: str, day: date, allowed: bool, count: int, revision: int, limit: int
+) -> dict[str, Any]:
     return {
         "resource": resource,
         "day": day.isoformat(),
@@ -45,62 +112,523 @@ def _reading(resource: str, day: date, allowed: bool, count: int, revision: int,
         "limit": limit,
         "remaining": max(limit - count, 0),
         "revision": revision,
+        "needs_bootstrap": False,
     }
+
+
+def _needs_bootstrap(resource: str, day: date) -> dict[str, Any]:
+    return {"resource": resource, "day": day.isoformat(), "needs_bootstrap": True}
+
+
+def _cursor_token(day: str, resource: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([day, resource]).encode()).decode()
+
+
+def _cursor_position(token: str | None) -> tuple[str, str] | None:
+    if not token:
+        return None
+    try:
+        day, resource = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(_day(day)), str(resource)
+    except (ValueError, TypeError) as exc:
+        raise ValueError("malformed export cursor") from exc
 
 
 class UserMeter(Actor):
     name = "entitlements.UserMeter"
 
-    def consume(self, resource: str, day: str, limit: int, amount: int = 1) -> dict[str, Any]:
-        """Charge ``amount`` if it fits under ``limit``; the reading is post-charge when allowed."""
-        if resource not in RESOURCES:
-            raise UnknownResource(resource)
-        if amount < 1 or limit < 0:
-            raise ValueError("amount must be positive and limit non-negative")
+    # --- daily counters -------------------------------------------------------------------
+
+    def initialize(self, resource: str, day: str, count: int = 0) -> dict[str, Any]:
+        """Cold bootstrap of one (resource, day): insert-if-absent, then record the version."""
         when = _day(day)
         with connection.cursor() as cursor:
-            charged = self._charge(cursor, resource, when, limit, amount)
-            if charged is None and self._bootstrap(cursor, resource, when):
-                charged = self._charge(cursor, resource, when, limit, amount)
-            if charged is not None:
-                return _reading(resource, when, True, charged[0], charged[1], limit)
-        count, revision = self._current(resource, when)
+            cursor.execute(
+                f"INSERT INTO {COUNTERS} (resource, day, count, revision, updated_at)"
+                " VALUES (%s, %s, %s, 0, now()) ON CONFLICT DO NOTHING",
+                [_resource(resource), when, max(0, int(count))],
+            )
+            created = cursor.rowcount == 1
+            self._prune(cursor, when)
+            self._record_version(cursor)
+        return {"resource": resource, "day": when.isoformat(), "created": created}
+
+    def consume(
+        self, resource: str, day: str, limit: int, amount: int = 1, bootstrap: bool = True
+    ) -> dict[str, Any]:
+        """Charge ``amount`` when it fits under ``limit`` (all or nothing).
+
+        A day's first call finds no row: with ``bootstrap=False`` it answers
+        ``needs_bootstrap`` (the caller then runs ``initialize``); by default the same
+        insert-if-absent runs here, inside this call's transaction, and the charge is retried.
+        """
+        when = _day(day)
+        params = {
+            "resource": _resource(resource),
+            "day": when,
+            "amount": _positive(amount),
+            "limit": int(limit),
+            "cutoff": _cutoff(when),
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(_CONSUME, params)
+            new_count, new_revision, count, revision = cursor.fetchone()
+            if new_count is None and count is None and bootstrap:
+                self.initialize(resource, day)
+                cursor.execute(_CONSUME, params)
+                new_count, new_revision, count, revision = cursor.fetchone()
+        if new_count is not None:
+            return _reading(resource, when, True, new_count, new_revision, limit)
+        if count is None:
+            return _needs_bootstrap(resource, when)
         return _reading(resource, when, False, count, revision, limit)
+
+    def refund(self, resource: str, day: str, amount: int = 1) -> dict[str, Any]:
+        when = _day(day)
+        with connection.cursor() as cursor:
+            self._prune(cursor, when)
+            cursor.execute(
+                f"UPDATE {COUNTERS} SET count = GREATEST(count - %s, 0), revision = revision + 1,"
+                " updated_at = now() WHERE resource = %s AND day = %s RETURNING count, revision",
+                [_positive(amount), _resource(resource), when],
+            )
+            row = cursor.fetchone()
+        count, revision = row if row else (0, 0)
+        return {"resource": resource, "day": when.isoformat(), "count": count, "revision": revision}
 
     def read(self, resource: str, day: str) -> dict[str, Any]:
         when = _day(day)
-        count, revision = self._current(resource, when)
-        return {"resource": resource, "day": when.isoformat(), "count": count, "revision": revision}
+        with connection.cursor() as cursor:
+            self._prune(cursor, when)
+            cursor.execute(
+                f"SELECT count, revision FROM {COUNTERS} WHERE resource = %s AND day = %s",
+                [_resource(resource), when],
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return {**_needs_bootstrap(resource, when), "count": 0, "revision": 0}
+        return {
+            "resource": resource,
+            "day": when.isoformat(),
+            "count": row[0],
+            "revision": row[1],
+            "needs_bootstrap": False,
+        }
+
+    def read_day(self, day: str) -> dict[str, int]:
+        """Every daily resource's count for one UTC day (missing rows read as zero)."""
+        when = _day(day)
+        with connection.cursor() as cursor:
+            self._prune(cursor, when)
+            return {resource: 0 for resource in sorted(RESOURCES)} | self._counts(cursor, when)
+
+    def consume_inbound_delivery(
+        self,
+        delivery_id: str,
+        resource: str,
+        day: str,
+        limit: int,
+        amount: int = 1,
+        bootstrap: bool = True,
+    ) -> dict[str, Any]:
+        """Charge one inbound delivery once: a retry with the same id returns the first answer."""
+        if not delivery_id:
+            raise ValueError("delivery_id is required")
+        when = _day(day)
+        with connection.cursor() as cursor:
+            self._prune(cursor, when)
+            cursor.execute(
+                f"SELECT resource, day, count_after, revision FROM {CLAIMS} WHERE delivery_id = %s",
+                [delivery_id],
+            )
+            claimed = cursor.fetchone()
+        if claimed is not None:
+            reading = _reading(claimed[0], claimed[1], True, claimed[2], claimed[3], limit)
+            return {**reading, "charged": False, "delivery_id": delivery_id}
+        result = self.consume(resource, day, limit, amount, bootstrap=bootstrap)
+        if result["needs_bootstrap"] or not result["allowed"]:
+            return {**result, "charged": False, "delivery_id": delivery_id}
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {CLAIMS}"
+                " (delivery_id, resource, day, count_after, revision, claimed_at)"
+                " VALUES (%s, %s, %s, %s, %s, now())",
+                [delivery_id, resource, when, result["count"], result["revision"]],
+            )
+        return {**result, "charged": True, "delivery_id": delivery_id}
+
+    # --- storage bytes --------------------------------------------------------------------
+
+    def initialize_storage_bytes(self) -> dict[str, Any]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {STORAGE} (id, bytes, revision, updated_at) VALUES (1, 0, 0, now())"
+                " ON CONFLICT DO NOTHING"
+            )
+            created = cursor.rowcount == 1
+            self._prune(cursor, _today())
+            self._record_version(cursor)
+        return {**self.read_storage_bytes(), "created": created}
+
+    def read_storage_bytes(self) -> dict[str, Any]:
+        with connection.cursor() as cursor:
+            self._prune(cursor, _today())
+            row = self._storage(cursor)
+        if row is None:
+            return {"bytes": 0, "revision": 0, "initialized": False, "updated_at": None}
+        return {
+            "bytes": row[0],
+            "revision": row[1],
+            "initialized": True,
+            "updated_at": _iso(row[2]),
+        }
+
+    def reserve_storage_bytes(self, amount: int, limit: int) -> dict[str, Any]:
+        """Add ``amount`` bytes if the total stays within ``limit``; a negative amount releases."""
+        amount = int(amount)
+        with connection.cursor() as cursor:
+            self._prune(cursor, _today())
+            cursor.execute(
+                f"UPDATE {STORAGE} SET bytes = GREATEST(bytes + %(amount)s, 0),"
+                " revision = revision + 1, updated_at = now()"
+                " WHERE id = 1 AND (%(amount)s <= 0 OR bytes + %(amount)s <= %(limit)s)"
+                " RETURNING bytes, revision",
+                {"amount": amount, "limit": int(limit)},
+            )
+            charged = cursor.fetchone()
+            current = charged or self._storage(cursor)
+        if current is None:
+            return {"needs_bootstrap": True, "allowed": False, "bytes": 0, "revision": 0}
+        return {
+            "needs_bootstrap": False,
+            "allowed": charged is not None,
+            "bytes": current[0],
+            "revision": current[1],
+            "limit": int(limit),
+        }
+
+    def set_storage_bytes(self, value: int, expected_revision: int | None = None) -> dict[str, Any]:
+        """Absolute set from reconciliation; with ``expected_revision``, only if unchanged (CAS)."""
+        if int(value) < 0:
+            raise ValueError("storage bytes cannot be negative")
+        with connection.cursor() as cursor:
+            self._prune(cursor, _today())
+            cursor.execute(
+                f"INSERT INTO {STORAGE} (id, bytes, revision, updated_at)"
+                " VALUES (1, %(v)s, 1, now())"
+                f" ON CONFLICT (id) DO UPDATE SET bytes = %(v)s, revision = {STORAGE}.revision + 1,"
+                f" updated_at = now() WHERE %(rev)s::bigint IS NULL OR {STORAGE}.revision = %(rev)s"
+                " RETURNING bytes, revision",
+                {"v": int(value), "rev": expected_revision},
+            )
+            applied = cursor.fetchone()
+            current = applied or self._storage(cursor)
+        return {"set": applied is not None, "bytes": current[0], "revision": current[1]}
+
+    def reconcile_storage_bytes(self) -> dict[str, Any]:
+        """Recompute payload bytes from the owner's public rows and set them, atomically.
+
+        Runs under the owner lock, so no reservation can interleave between the measurement
+        and the write (the original needed a compare-and-set across two stores for this).
+        """
+        from apps.entitlements.services.storage import payload_bytes
+
+        before = self.read_storage_bytes()
+        measured = payload_bytes(self.user_id)
+        after = self.set_storage_bytes(measured)
+        return {"bytes": measured, "previous": before["bytes"], "revision": after["revision"]}
+
+    # --- package service liveness ---------------------------------------------------------
+
+    def upsert_package_service_state(
+        self,
+        package_id: str,
+        service_name: str,
+        status: str,
+        mode: str = "persistent",
+        started_at: str | None = None,
+        source_updated_at: str | None = None,
+    ) -> dict[str, Any]:
+        if status not in SERVICE_STATUSES or mode not in SERVICE_MODES:
+            raise ValueError("unknown service status or mode")
+        with connection.cursor() as cursor:
+            self._prune(cursor, _today())
+            cursor.execute(
+                f"INSERT INTO {SERVICES} (package_id, service_name, status, mode, started_at,"
+                " source_updated_at, revision, updated_at) VALUES (%s, %s, %s, %s, %s,"
+                " COALESCE(%s::timestamptz, now()), 1, now())"
+                " ON CONFLICT (package_id, service_name) DO UPDATE SET status = EXCLUDED.status,"
+                " mode = EXCLUDED.mode, started_at = EXCLUDED.started_at,"
+                f" source_updated_at = EXCLUDED.source_updated_at,"
+                f" revision = {SERVICES}.revision + 1, updated_at = now() RETURNING revision",
+                [package_id, service_name, status, mode, started_at, source_updated_at],
+            )
+            revision = cursor.fetchone()[0]
+        return {"package_id": package_id, "service_name": service_name, "revision": revision}
+
+    def delete_package_service_state(self, package_id: str, service_name: str) -> dict[str, Any]:
+        with connection.cursor() as cursor:
+            self._prune(cursor, _today())
+            cursor.execute(
+                f"DELETE FROM {SERVICES} WHERE package_id = %s AND service_name = %s",
+                [package_id, service_name],
+            )
+            return {"deleted": cursor.rowcount}
+
+    def list_package_service_states(self, package_id: str | None = None) -> list[dict[str, Any]]:
+        with connection.cursor() as cursor:
+            self._prune(cursor, _today())
+            cursor.execute(
+                f"SELECT package_id, service_name, status, mode, started_at, source_updated_at,"
+                f" revision FROM {SERVICES} WHERE %(p)s::text IS NULL OR package_id = %(p)s"
+                " ORDER BY package_id, service_name",
+                {"p": package_id},
+            )
+            rows = cursor.fetchall()
+        keys = (
+            "package_id",
+            "service_name",
+            "status",
+            "mode",
+            "started_at",
+            "source_updated_at",
+            "revision",
+        )
+        return [
+            {k: (_iso(v) if isinstance(v, datetime) else v) for k, v in zip(keys, row, strict=True)}
+            for row in rows
+        ]
+
+    def count_package_service_states(
+        self,
+        status: str = "running",
+        mode: str | None = None,
+        exclude_package_id: str | None = None,
+        exclude_service_name: str | None = None,
+        fresh_seconds: int | None = None,
+    ) -> int:
+        """Services in ``status`` (optionally one mode, fresh within a window, minus one)."""
+        with connection.cursor() as cursor:
+            self._prune(cursor, _today())
+            cursor.execute(
+                f"SELECT COUNT(*) FROM {SERVICES} WHERE status = %(s)s"
+                " AND (%(m)s::text IS NULL OR mode = %(m)s)"
+                " AND (%(fresh)s::int IS NULL"
+                "      OR source_updated_at >= now() - make_interval(secs => %(fresh)s))"
+                " AND NOT (package_id IS NOT DISTINCT FROM %(xp)s"
+                "          AND service_name IS NOT DISTINCT FROM %(xs)s)",
+                {
+                    "s": status,
+                    "m": mode,
+                    "fresh": fresh_seconds,
+                    "xp": exclude_package_id,
+                    "xs": exclude_service_name,
+                },
+            )
+            return int(cursor.fetchone()[0])
+
+    def bootstrap_package_service_states(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """Seed liveness rows that do not exist yet (cold start from an enumeration index)."""
+        inserted = 0
+        with connection.cursor() as cursor:
+            for row in rows:
+                cursor.execute(
+                    f"INSERT INTO {SERVICES} (package_id, service_name, status, mode, started_at,"
+                    " source_updated_at, revision, updated_at) VALUES (%s, %s, %s, %s, %s,"
+                    " COALESCE(%s::timestamptz, now()), 1, now()) ON CONFLICT DO NOTHING",
+                    [
+                        row["package_id"],
+                        row["service_name"],
+                        row.get("status", "running"),
+                        row.get("mode", "persistent"),
+                        row.get("started_at"),
+                        row.get("source_updated_at"),
+                    ],
+                )
+                inserted += cursor.rowcount
+        return {"inserted": inserted}
+
+    # --- dynamic worker days and inbound MCP connections ----------------------------------
+
+    def record_dynamic_worker(self, worker_id: str, day: str) -> dict[str, Any]:
+        """True the first time ``worker_id`` is seen on ``day`` (one bill unit)."""
+        when = _day(day)
+        with connection.cursor() as cursor:
+            self._prune(cursor, when)
+            cursor.execute(
+                f"INSERT INTO {WORKER_DAYS} (day, worker_id, created_at) VALUES (%s, %s, now())"
+                " ON CONFLICT DO NOTHING",
+                [when, worker_id],
+            )
+            return {"first_seen": cursor.rowcount == 1, "day": when.isoformat()}
+
+    def touch_inbound_connection(self, client_id: str, at: str | None = None) -> dict[str, Any]:
+        """Stamp a client's last use, at most once per five minutes (a conditional upsert)."""
+        when = datetime.fromisoformat(at) if at else timezone.now()
+        with connection.cursor() as cursor:
+            self._prune(cursor, when.date())
+            cursor.execute(
+                f"INSERT INTO {CONNECTIONS} AS c (client_id, last_used_at) VALUES (%s, %s)"
+                " ON CONFLICT (client_id) DO UPDATE SET last_used_at = EXCLUDED.last_used_at"
+                " WHERE c.last_used_at < EXCLUDED.last_used_at - %s",
+                [client_id, when, CONNECTION_DEBOUNCE],
+            )
+            return {"updated": cursor.rowcount == 1}
+
+    def list_inbound_connections(self) -> dict[str, str]:
+        with connection.cursor() as cursor:
+            self._prune(cursor, _today())
+            cursor.execute(f"SELECT client_id, last_used_at FROM {CONNECTIONS} ORDER BY client_id")
+            return {client: _iso(at) for client, at in cursor.fetchall()}
+
+    def forget_inbound_connection(self, client_id: str) -> dict[str, Any]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {CONNECTIONS} WHERE client_id = %s", [client_id])
+            return {"deleted": cursor.rowcount}
+
+    # --- reads for the account UI, export, purge ------------------------------------------
+
+    def snapshot(self, day: str) -> dict[str, Any]:
+        """Everything the usage page needs from the meter, in one call."""
+        when = _day(day)
+        with connection.cursor() as cursor:
+            self._prune(cursor, when)
+            daily = {resource: 0 for resource in sorted(RESOURCES)} | self._counts(cursor, when)
+            storage = self._storage(cursor)
+            cursor.execute(
+                f"SELECT COUNT(*) FILTER (WHERE status = 'running'),"
+                " COUNT(*) FILTER (WHERE status = 'running' AND mode = 'persistent')"
+                f" FROM {SERVICES}"
+            )
+            running, persistent = cursor.fetchone()
+        return {
+            "day": when.isoformat(),
+            "daily": daily,
+            "storage_bytes": storage[0] if storage else 0,
+            "package_services": {"running": running, "persistent_running": persistent},
+        }
+
+    def daily_history(self) -> list[dict[str, Any]]:
+        """Every retained daily counter row (the operator parity view; meter-only counts)."""
+        with connection.cursor() as cursor:
+            self._prune(cursor, _today())
+            cursor.execute(
+                f"SELECT day, resource, count, revision FROM {COUNTERS} ORDER BY day, resource"
+            )
+            return [
+                {"day": day.isoformat(), "resource": resource, "count": count, "revision": revision}
+                for day, resource, count, revision in cursor.fetchall()
+            ]
+
+    def export_counters(self, cursor: str | None = None, limit: int = 500) -> dict[str, Any]:
+        """One page of daily counters, keyset by (day, resource); meter state on page one."""
+        limit = max(1, min(int(limit), EXPORT_PAGE_MAX))
+        after = _cursor_position(cursor)
+        with connection.cursor() as db:
+            self._prune(db, _today())
+            db.execute(
+                f"SELECT day, resource, count, revision, updated_at FROM {COUNTERS}"
+                " WHERE %(d)s::date IS NULL OR (day, resource) > (%(d)s::date, %(r)s)"
+                " ORDER BY day, resource LIMIT %(n)s",
+                {
+                    "d": after[0] if after else None,
+                    "r": after[1] if after else None,
+                    "n": limit + 1,
+                },
+            )
+            rows = db.fetchall()
+            page: dict[str, Any] = {
+                "schema_version": USER_METER_VERSION,
+                "counters": [
+                    {
+                        "day": day.isoformat(),
+                        "resource": res,
+                        "count": count,
+                        "revision": revision,
+                        "updated_at": _iso(updated),
+                    }
+                    for day, res, count, revision, updated in rows[:limit]
+                ],
+            }
+            more = len(rows) > limit
+            last = rows[limit - 1] if more else None
+            page["next_cursor"] = _cursor_token(last[0].isoformat(), last[1]) if last else None
+            if after is None:
+                page.update(self._first_page_extras(db))
+        return page
+
+    def read_deletion_state(self) -> dict[str, Any]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT deleting_at FROM {DELETION} WHERE id = 1")
+            row = cursor.fetchone()
+            cursor.execute(f"SELECT COUNT(*) FROM {LEASES}")
+            leases = cursor.fetchone()[0]
+        return {"deleting_at": _iso(row[0]) if row else None, "active_write_leases": leases}
+
+    def purge(self) -> dict[str, Any]:
+        """Delete every meter row of this user; an existing deletion tombstone survives."""
+        deleted: dict[str, int] = {}
+        with connection.cursor() as cursor:
+            for table in (COUNTERS, CLAIMS, STORAGE, SERVICES, WORKER_DAYS, CONNECTIONS, LEASES):
+                cursor.execute(f"DELETE FROM {table}")
+                deleted[table] = cursor.rowcount
+            cursor.execute(f"DELETE FROM {DELETION} WHERE deleting_at IS NULL")
+        return {
+            "deleted": deleted,
+            "tombstone_kept": self.read_deletion_state()["deleting_at"] is not None,
+        }
+
+    def schema_info(self) -> dict[str, Any]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'")
+            row = cursor.fetchone()
+        return {"schema_version": row[0] if row else None, "current": USER_METER_VERSION}
 
     def alarm(self) -> None:
-        self.prune()
+        with connection.cursor() as cursor:
+            self._prune(cursor, _today())
 
-    def prune(self) -> int:
-        cutoff = timezone.now().date() - timedelta(days=RETENTION_DAYS)
-        deleted, _ = DailyCounter.objects.filter(day__lt=cutoff).delete()
-        return deleted
+    # --- helpers (not callable through the queue) -----------------------------------------
 
-    def _charge(self, cursor: Any, resource: str, when: date, limit: int, amount: int) -> tuple[int, int] | None:
+    def _prune(self, cursor: Any, day: date) -> None:
+        cursor.execute(f"WITH {_PRUNE} SELECT 1", {"cutoff": _cutoff(day)})
+
+    def _record_version(self, cursor: Any) -> None:
         cursor.execute(
-            f"UPDATE {TABLE} SET count = count + %s, revision = revision + 1, updated_at = now()"
-            " WHERE resource = %s AND day = %s AND count + %s <= %s RETURNING count, revision",
-            [amount, resource, when, amount, limit],
+            f"INSERT INTO {META} (key, value) VALUES ('schema_version', %s)"
+            f" ON CONFLICT (key) DO UPDATE SET value = GREATEST({META}.value, EXCLUDED.value)",
+            [USER_METER_VERSION],
         )
+
+    def _counts(self, cursor: Any, day: date) -> dict[str, int]:
+        cursor.execute(f"SELECT resource, count FROM {COUNTERS} WHERE day = %s", [day])
+        return {resource: int(count) for resource, count in cursor.fetchall()}
+
+    def _storage(self, cursor: Any) -> tuple[int, int, datetime] | None:
+        cursor.execute(f"SELECT bytes, revision, updated_at FROM {STORAGE} WHERE id = 1")
         return cursor.fetchone()
 
-    def _bootstrap(self, cursor: Any, resource: str, when: date) -> bool:
-        """Cold start of a (resource, day): create the zero row; prune old days once a day."""
-        cursor.execute(
-            f"INSERT INTO {TABLE} (resource, day, count, revision, updated_at)"
-            " VALUES (%s, %s, 0, 0, now()) ON CONFLICT DO NOTHING",
-            [resource, when],
-        )
-        created = cursor.rowcount == 1
-        if created:
-            self.prune()
-        return created
-
-    def _current(self, resource: str, when: date) -> tuple[int, int]:
-        found = DailyCounter.objects.filter(resource=resource, day=when)
-        row = found.values_list("count", "revision").first()
-        return (row[0], row[1]) if row else (0, 0)
+    def _first_page_extras(self, cursor: Any) -> dict[str, Any]:
+        storage = self._storage(cursor)
+        cursor.execute(f"SELECT deleting_at FROM {DELETION} WHERE id = 1")
+        tombstone = cursor.fetchone()
+        cursor.execute(f"SELECT COUNT(*) FROM {LEASES}")
+        leases = cursor.fetchone()[0]
+        cursor.execute(f"SELECT client_id, last_used_at FROM {CONNECTIONS} ORDER BY client_id")
+        connections = {client: _iso(at) for client, at in cursor.fetchall()}
+        extras: dict[str, Any] = {
+            "storage_bytes_state": (
+                {"bytes": storage[0], "revision": storage[1], "updated_at": _iso(storage[2])}
+                if storage
+                else None
+            ),
+            # Sanitized: whether deletion is under way and how many writers hold leases, never
+            # the lease tokens or holders.
+            "deletion_state": {
+                "deleting_at": _iso(tombstone[0]) if tombstone else None,
+                "active_write_leases": leases,
+            },
+        }
+        if connections:
+            extras["inbound_connection_last_used"] = connections
+        return extras

@@ -1,0 +1,19 @@
+"""Data steps for UserMeter's part of the per-user schema (see kody.userschema.upgrades)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apps.entitlements.actor.meter import META, USER_METER_VERSION
+from apps.entitlements.actor.models import FULL_METER
+from kody.userschema import upgrade_step
+
+
+@upgrade_step(FULL_METER)
+def record_meter_version(cursor: Any) -> None:
+    """Schemas from before the full meter learn which meter version they now hold."""
+    cursor.execute(
+        f"INSERT INTO {META} (key, value) VALUES ('schema_version', %s)"
+        f" ON CONFLICT (key) DO UPDATE SET value = GREATEST({META}.value, EXCLUDED.value)",
+        [USER_METER_VERSION],
+    )
