@@ -21,4 +21,6 @@ def _user_saved(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 
 def connect() -> None:
-    post_save.connect(_user_saved, sender=settings.AUTH_USER_MODEL, dispatch_uid="entitlements-plan")
+    post_save.connect(
+        _user_saved, sender=settings.AUTH_USER_MODEL, dispatch_uid="entitlements-plan"
+    )

@@ -39,8 +39,12 @@ def _billing_context(user: User) -> dict[str, object]:
         "stripe_plan": user.stripe_plan,
         "has_customer": bool(user.stripe_customer_id),
         "offers": [
-            {"plan": plan.value, "label": plan.label, "month": prices["month"] / 100,
-             "year": prices["year"] / 100}
+            {
+                "plan": plan.value,
+                "label": plan.label,
+                "month": prices["month"] / 100,
+                "year": prices["year"] / 100,
+            }
             for plan, prices in PRICES_CENTS.items()
         ],
         "max_plan": Plan.MAX.value,

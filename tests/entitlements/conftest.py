@@ -56,3 +56,65 @@ def billing_off(settings) -> None:
     settings.STRIPE_SECRET_KEY = ""
     settings.STRIPE_WEBHOOK_SECRET = ""
     settings.BILLING_ENABLED = False
+
+
+@pytest.fixture(autouse=True)
+def inline_actors(settings) -> None:
+    """Actor calls run in-process unless a test asks for the real queue (``celery_worker``)."""
+    settings.KODY_ACTORS_INLINE = True
+
+
+def drop_user_schemas() -> None:
+    from django.db import connection
+
+    from kody.userschema.naming import like_pattern
+    from kody.userschema.schemas import known
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", [like_pattern()])
+        for (name,) in cursor.fetchall():
+            cursor.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    known.clear()
+
+
+@pytest.fixture
+def committed_schemas_dropped(transactional_db: None) -> Iterator[None]:
+    # Transactional tests commit user schemas; the next test reuses the same stable ids.
+    drop_user_schemas()
+    yield
+    drop_user_schemas()
+
+
+@pytest.fixture
+def celery_worker(settings, committed_schemas_dropped: None, django_db_blocker) -> Iterator[object]:
+    """A real Celery worker (solo pool, in a thread) draining every shard queue and ``default``."""
+    import time
+
+    from celery.contrib.testing.worker import start_worker
+
+    from config.celery import app
+    from kody.actors import transport
+
+    settings.KODY_ACTORS_INLINE = False
+    client = transport.client()
+    for key in client.scan_iter(match="actors.*"):
+        client.delete(key)
+    queues = [*transport.all_queue_names(), "default"]
+    with (
+        django_db_blocker.unblock(),
+        start_worker(
+            app,
+            pool="solo",
+            concurrency=1,
+            queues=queues,
+            perform_ping_check=False,
+            loglevel="WARNING",
+            shutdown_timeout=30,
+        ) as worker,
+    ):
+        deadline = time.monotonic() + 20
+        while not all(client.exists(f"{q}.lease") for q in transport.all_queue_names()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("shard consumers did not start")
+            time.sleep(0.05)
+        yield worker

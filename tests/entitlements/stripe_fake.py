@@ -102,8 +102,14 @@ class StripeFake:
             "status": status,
             "created": int(time.time()),
             "items": _list(
-                [{"id": self.new_id("si"), "object": "subscription_item",
-                  "price": self.price_by_key(lookup_key), "quantity": 1}],
+                [
+                    {
+                        "id": self.new_id("si"),
+                        "object": "subscription_item",
+                        "price": self.price_by_key(lookup_key),
+                        "quantity": 1,
+                    }
+                ],
                 "/v1/subscription_items",
             ),
         }
@@ -111,8 +117,13 @@ class StripeFake:
         return sub
 
     def add_customer(self, email: str = "", metadata: dict[str, str] | None = None) -> dict:
-        customer = {"id": self.new_id("cus"), "object": "customer", "email": email,
-                    "metadata": metadata or {}, "deleted": False}
+        customer = {
+            "id": self.new_id("cus"),
+            "object": "customer",
+            "email": email,
+            "metadata": metadata or {},
+            "deleted": False,
+        }
         self.customers[customer["id"]] = customer
         return customer
 
@@ -201,7 +212,8 @@ class StripeFake:
         customer = params.get("customer")
         status = params.get("status", "active")
         found = [
-            s for s in self.subscriptions.values()
+            s
+            for s in self.subscriptions.values()
             if s["customer"] == customer
             and (status == "all" or s["status"] == status)
             and (status == "all" or s["status"] != "canceled")

@@ -26,7 +26,9 @@ def _no_refresh_alarm():
         yield armed
 
 
-def signed(payload: dict, secret: str = "whsec_test_fake", at: int | None = None) -> tuple[bytes, str]:
+def signed(
+    payload: dict, secret: str = "whsec_test_fake", at: int | None = None
+) -> tuple[bytes, str]:
     body = json.dumps(payload).encode()
     stamp = at or int(time.time())
     digest = hmac.new(secret.encode(), f"{stamp}.".encode() + body, hashlib.sha256).hexdigest()
@@ -40,7 +42,9 @@ def event(event_id: str, event_type: str, obj: dict) -> dict:
 def post_webhook(client, payload: dict, **kwargs):
     body, header = signed(payload, **kwargs)
     return client.post(
-        "/webhooks/stripe", data=body, content_type="application/json",
+        "/webhooks/stripe",
+        data=body,
+        content_type="application/json",
         HTTP_STRIPE_SIGNATURE=header,
     )
 
@@ -155,7 +159,8 @@ def test_subscription_webhook_refreshes_the_plan(
     subscribe(stripe_fake, owner, "kody_standard_month")
     assert cached_plan(owner.stable_user_id) is Plan.FREE
     payload = event(
-        "evt_sub_1", "customer.subscription.created",
+        "evt_sub_1",
+        "customer.subscription.created",
         {"object": "subscription", "customer": owner.stripe_customer_id},
     )
     with django_capture_on_commit_callbacks(execute=True):
@@ -172,7 +177,8 @@ def test_subscription_webhook_refreshes_the_plan(
 def test_replayed_webhook_is_processed_once(client, owner, stripe_fake):
     subscribe(stripe_fake, owner)
     payload = event(
-        "evt_dup", "customer.subscription.updated",
+        "evt_dup",
+        "customer.subscription.updated",
         {"object": "subscription", "customer": owner.stripe_customer_id},
     )
     assert post_webhook(client, payload).json()["duplicate"] is False
@@ -184,13 +190,25 @@ def test_replayed_webhook_is_processed_once(client, owner, stripe_fake):
 
 def test_cancelled_subscription_drops_the_stripe_plan(client, owner, stripe_fake):
     sub = subscribe(stripe_fake, owner, "kody_pro_month")
-    post_webhook(client, event("evt_a", "customer.subscription.created",
-                               {"object": "subscription", "customer": owner.stripe_customer_id}))
+    post_webhook(
+        client,
+        event(
+            "evt_a",
+            "customer.subscription.created",
+            {"object": "subscription", "customer": owner.stripe_customer_id},
+        ),
+    )
     owner.refresh_from_db()
     assert owner.stripe_plan == "pro"
     stripe_fake.subscriptions[sub]["status"] = "canceled"
-    post_webhook(client, event("evt_b", "customer.subscription.deleted",
-                               {"object": "subscription", "customer": owner.stripe_customer_id}))
+    post_webhook(
+        client,
+        event(
+            "evt_b",
+            "customer.subscription.deleted",
+            {"object": "subscription", "customer": owner.stripe_customer_id},
+        ),
+    )
     owner.refresh_from_db()
     assert owner.stripe_plan is None
 
@@ -198,25 +216,37 @@ def test_cancelled_subscription_drops_the_stripe_plan(client, owner, stripe_fake
 def test_checkout_completed_links_the_customer_by_reference(client, owner, stripe_fake):
     customer = stripe_fake.add_customer(owner.email)
     stripe_fake.add_subscription(customer["id"], "kody_pro_year")
-    payload = event("evt_cs", "checkout.session.completed", {
-        "object": "checkout.session", "customer": customer["id"],
-        "client_reference_id": owner.stable_user_id,
-    })
+    payload = event(
+        "evt_cs",
+        "checkout.session.completed",
+        {
+            "object": "checkout.session",
+            "customer": customer["id"],
+            "client_reference_id": owner.stable_user_id,
+        },
+    )
     assert post_webhook(client, payload).status_code == 200
     owner.refresh_from_db()
     assert owner.stripe_customer_id == customer["id"]
     assert owner.stripe_plan == "pro"
 
 
-def test_checkout_completed_never_relinks_someone_elses_account(client, owner, outsider, stripe_fake):
+def test_checkout_completed_never_relinks_someone_elses_account(
+    client, owner, outsider, stripe_fake
+):
     subscribe(stripe_fake, outsider)
     outsider.refresh_from_db()
     stolen = stripe_fake.add_customer("mallory@example.test")
     stripe_fake.add_subscription(stolen["id"], "kody_pro_year")
-    payload = event("evt_steal", "checkout.session.completed", {
-        "object": "checkout.session", "customer": stolen["id"],
-        "client_reference_id": outsider.stable_user_id,
-    })
+    payload = event(
+        "evt_steal",
+        "checkout.session.completed",
+        {
+            "object": "checkout.session",
+            "customer": stolen["id"],
+            "client_reference_id": outsider.stable_user_id,
+        },
+    )
     post_webhook(client, payload)
     outsider.refresh_from_db()
     assert outsider.stripe_customer_id != stolen["id"]
@@ -243,8 +273,11 @@ def test_webhook_during_a_stripe_outage_is_recorded_and_left_to_the_alarm(
 ):
     subscribe(stripe_fake, owner)
     stripe_fake.fail_next = 10
-    payload = event("evt_out", "customer.subscription.updated",
-                    {"object": "subscription", "customer": owner.stripe_customer_id})
+    payload = event(
+        "evt_out",
+        "customer.subscription.updated",
+        {"object": "subscription", "customer": owner.stripe_customer_id},
+    )
     assert post_webhook(client, payload).status_code == 200
     _no_refresh_alarm.assert_called_with(owner.stable_user_id)
 

@@ -25,7 +25,10 @@ def test_rollup_aggregates_a_month_per_user_and_metric(owner, outsider):
 
     mine = UsageRollup.objects.get(user_id=owner.stable_user_id, metric="execute", month="2026-08")
     assert (mine.event_count, mine.error_count, mine.total_duration_ms, mine.total_cpu_ms) == (
-        4, 1, 60, 3,
+        4,
+        1,
+        60,
+        3,
     )
     theirs = UsageRollup.objects.get(user_id=outsider.stable_user_id, month="2026-08")
     assert (theirs.event_count, theirs.total_bytes) == (1, 7)

@@ -1,16 +1,49 @@
-"""Entitlements operations other apps call (enforcement, usage, plans, billing).
+"""Entitlements operations other apps call.
 
-Enforcement (hot path): ``consume(user, resource, n=1)`` and ``assert_within(user, resource)``
-raise ``LimitReached`` (code ``limit_reached``, HTTP 429, details ``resource``, ``limit``,
-``plan``, ``resets_at``). Account UI: ``usage_summary(user)``.
+Hot path (one UserMeter call, plan from the Redis cache, no shared-table write):
+
+* ``consume(user, resource, n=1) -> Charge`` charges a daily resource or raises
+  ``LimitReached`` (code ``limit_reached``, HTTP 429, details ``resource``, ``limit``,
+  ``plan``, ``used``, ``resets_at``) without charging.
+* ``assert_within(user, resource, n=1)`` checks any limit without charging.
+* ``refund``, ``consume_inbound_delivery`` (charged once per delivery id),
+  ``reserve_storage_bytes``.
+
+``user`` is a ``User`` or a stable user id. Account UI: ``usage_summary(user)``.
 """
 
+from apps.entitlements.services.enforcement import (
+    Charge,
+    LimitReached,
+    NotMetered,
+    assert_within,
+    consume,
+    consume_inbound_delivery,
+    refund,
+    reserve_storage_bytes,
+)
 from apps.entitlements.services.plan_cache import cached_plan, invalidate_plan
+from apps.entitlements.services.summary import usage_summary, usage_summary_json
 from apps.entitlements.services.usage import record_usage
 
 
 def plan_of(user: object) -> str:
-    return cached_plan(user.stable_user_id).value  # type: ignore[attr-defined]
+    return cached_plan(getattr(user, "stable_user_id", user)).value  # type: ignore[arg-type]
 
 
-__all__ = ["cached_plan", "invalidate_plan", "plan_of", "record_usage"]
+__all__ = [
+    "Charge",
+    "LimitReached",
+    "NotMetered",
+    "assert_within",
+    "cached_plan",
+    "consume",
+    "consume_inbound_delivery",
+    "invalidate_plan",
+    "plan_of",
+    "record_usage",
+    "refund",
+    "reserve_storage_bytes",
+    "usage_summary",
+    "usage_summary_json",
+]

@@ -11,8 +11,8 @@ the network and must not run while holding database locks.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import stripe
@@ -226,25 +226,23 @@ def verify_event(payload: bytes, signature: str) -> dict[str, Any]:
     if not settings.STRIPE_WEBHOOK_SECRET:
         raise BillingDisabled("Stripe webhooks are not configured.")
     try:
-        event = stripe.Webhook.construct_event(
-            payload, signature, settings.STRIPE_WEBHOOK_SECRET
-        )
+        event = stripe.Webhook.construct_event(payload, signature, settings.STRIPE_WEBHOOK_SECRET)
     except (ValueError, stripe.SignatureVerificationError) as exc:
         raise InvalidSignature() from exc
     return event.to_dict()
 
 
 def _owner_of(obj: dict[str, Any]) -> str | None:
-    reference = obj.get("client_reference_id") or (obj.get("metadata") or {}).get(
-        "stable_user_id"
-    )
+    reference = obj.get("client_reference_id") or (obj.get("metadata") or {}).get("stable_user_id")
     customer = obj.get("customer")
     if obj.get("object") == "customer":
         customer = obj.get("id")
     if customer:
-        found = User.objects.filter(stripe_customer_id=customer).values_list(
-            "stable_user_id", flat=True
-        ).first()
+        found = (
+            User.objects.filter(stripe_customer_id=customer)
+            .values_list("stable_user_id", flat=True)
+            .first()
+        )
         if found:
             return str(found)
     if reference and customer:

@@ -3,8 +3,9 @@
 The authoritative counter lives in the UserMeter actor (``storage_bytes_state``); this module
 computes the value the reconciliation lane sets there. Payload bytes are the uncompressed
 text size of every row the user owns in the public schema (``octet_length(row::text)``; the
-on-disk size would let compressible data slip under the cap), found through ``apps.accounts.surfaces`` so a new user-owned table is counted without an edit
-here. Identity/auth rows and platform telemetry are not payload and are left out.
+on-disk size would let compressible data slip under the cap), found through
+``apps.accounts.surfaces`` so a new user-owned table is counted without an edit here.
+Identity/auth rows and platform telemetry are not payload and are left out.
 """
 
 from __future__ import annotations
@@ -57,18 +58,14 @@ def _existing_tables() -> frozenset[str]:
 
 
 def _clause(target: TableTarget) -> str | None:
-    table = _ident(target.table)
+    rows = f"SELECT octet_length(t.*::text) AS b FROM {_ident(target.table)} t WHERE"
     if target.match == Match.USER_ID:
-        return f"SELECT octet_length(t.*::text) AS b FROM {table} t WHERE t.{_ident(target.columns[0])} = %(uid)s"
+        return f"{rows} t.{_ident(target.columns[0])} = %(uid)s"
     if target.match == Match.USER_COLUMNS:
-        owned = " OR ".join(f"t.{_ident(c)} = %(uid)s" for c in target.columns)
-        return f"SELECT octet_length(t.*::text) AS b FROM {table} t WHERE {owned}"
+        return rows + " OR ".join(f" t.{_ident(c)} = %(uid)s" for c in target.columns)
     if target.match == Match.BUCKET_PARENT and target.parent:
-        parent = _ident(target.parent)
-        return (
-            f"SELECT octet_length(t.*::text) AS b FROM {table} t WHERE t.{_ident(target.columns[0])}"
-            f" IN (SELECT p.id FROM {parent} p WHERE p.user_id = %(uid)s)"
-        )
+        owned = f"SELECT p.id FROM {_ident(target.parent)} p WHERE p.user_id = %(uid)s"
+        return f"{rows} t.{_ident(target.columns[0])} IN ({owned})"
     return None
 
 

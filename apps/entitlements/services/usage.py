@@ -81,9 +81,7 @@ ON CONFLICT (user_id, metric, month) DO UPDATE SET
 
 
 def roll_up_month(start: datetime) -> int:
-    sql = _ROLLUP_SQL.format(
-        rollups=UsageRollup._meta.db_table, events=UsageEvent._meta.db_table
-    )
+    sql = _ROLLUP_SQL.format(rollups=UsageRollup._meta.db_table, events=UsageEvent._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(sql, {"month": month_key(start), "start": start, "end": _next_month(start)})
         return cursor.rowcount
@@ -102,9 +100,9 @@ def oldest_kept_month(now: datetime) -> str:
 def prune_rollups(now: datetime | None = None, *, batch: int = 5000) -> int:
     cutoff = oldest_kept_month(now or timezone.now())
     ids = list(
-        UsageRollup.objects.filter(month__lt=cutoff).order_by("month").values_list("id", flat=True)[
-            :batch
-        ]
+        UsageRollup.objects.filter(month__lt=cutoff)
+        .order_by("month")
+        .values_list("id", flat=True)[:batch]
     )
     return UsageRollup.objects.filter(id__in=ids).delete()[0]
 

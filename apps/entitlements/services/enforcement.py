@@ -1,0 +1,152 @@
+"""Plan enforcement on the hot path.
+
+Design note: ``consume`` is exactly one UserMeter actor call when the day's counter row exists
+(the warm path): the actor checks the limit and increments atomically under the user's row
+lock, so concurrent callers can never overshoot. The plan comes from the Redis plan cache, and
+no shared table is written. Only the first call of a UTC day per resource pays for the cold
+bootstrap (``needs_bootstrap`` → ``initialize`` with insert-if-absent → retry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from apps.entitlements.plans import Kind, Plan, limit_for, resource
+from apps.entitlements.services import metering as meter
+from apps.entitlements.services.plan_cache import cached_plan
+from kody.errors import KodyError
+
+
+class LimitReached(KodyError):
+    code = "limit_reached"
+    status = 429
+    message = "A plan limit was reached."
+
+
+class NotMetered(KodyError):
+    code = "not_metered"
+    status = 400
+    message = "This resource is not metered by a counter."
+
+
+@dataclass(frozen=True)
+class Charge:
+    resource: str
+    count: int
+    limit: int
+    plan: Plan
+    resets_at: datetime | None
+    charged: bool = True
+
+
+def user_id_of(user: Any) -> str:
+    return user if isinstance(user, str) else str(user.stable_user_id)
+
+
+def utc_day(now: datetime | None = None) -> str:
+    return (now or timezone.now()).astimezone(UTC).date().isoformat()
+
+
+def next_utc_midnight(now: datetime | None = None) -> datetime:
+    today = (now or timezone.now()).astimezone(UTC).date()
+    return datetime.combine(today + timedelta(days=1), time(0), tzinfo=UTC)
+
+
+def _limit_reached(
+    name: str, limit: int, plan: Plan, resets_at: datetime | None, used: int
+) -> LimitReached:
+    unit = resource(name).unit
+    when = f"; it resets at {resets_at:%Y-%m-%d %H:%M} UTC" if resets_at else ""
+    return LimitReached(
+        f"The {plan.value} plan allows {limit:,} {unit} of {name}{when}.",
+        details={
+            "resource": name,
+            "limit": limit,
+            "plan": plan.value,
+            "used": used,
+            "resets_at": resets_at.isoformat() if resets_at else None,
+        },
+    )
+
+
+def _daily(name: str) -> None:
+    if resource(name).kind is not Kind.DAILY:
+        raise NotMetered(details={"resource": name})
+
+
+def consume(user: Any, name: str, n: int = 1, *, now: datetime | None = None) -> Charge:
+    """Charge ``n`` units of a daily resource, or raise ``LimitReached`` without charging."""
+    _daily(name)
+    uid, plan, day = user_id_of(user), cached_plan(user_id_of(user)), utc_day(now)
+    limit = limit_for(plan, name)
+    result = meter.consume(uid, name, day, n, limit)
+    if result.get("needs_bootstrap"):
+        meter.initialize(uid, name, day)
+        result = meter.consume(uid, name, day, n, limit)
+    resets_at = next_utc_midnight(now)
+    if not result["allowed"]:
+        raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
+    return Charge(name, int(result["count"]), limit, plan, resets_at)
+
+
+def refund(user: Any, name: str, n: int = 1, *, now: datetime | None = None) -> int:
+    """Give back units charged earlier today (e.g. the guarded work failed before starting)."""
+    _daily(name)
+    return int(meter.refund(user_id_of(user), name, utc_day(now), n)["count"])
+
+
+def consume_inbound_delivery(
+    user: Any, delivery_id: str, n: int = 1, *, now: datetime | None = None
+) -> Charge:
+    """Charge ``email_receives_per_day`` once per delivery id, however often it is retried."""
+    name = "email_receives_per_day"
+    uid, plan, day = user_id_of(user), cached_plan(user_id_of(user)), utc_day(now)
+    limit = limit_for(plan, name)
+    result = meter.consume_inbound_delivery(uid, delivery_id, name, day, n, limit)
+    if result.get("needs_bootstrap"):
+        meter.initialize(uid, name, day)
+        result = meter.consume_inbound_delivery(uid, delivery_id, name, day, n, limit)
+    resets_at = next_utc_midnight(now)
+    if not result["allowed"]:
+        raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
+    return Charge(name, int(result["count"]), limit, plan, resets_at, bool(result["charged"]))
+
+
+def reserve_storage_bytes(user: Any, n: int) -> Charge:
+    """Reserve ``n`` payload bytes against ``storage_bytes`` (bucket estimates count too)."""
+    from apps.entitlements.services.storage import bucket_estimate_total
+
+    uid, plan = user_id_of(user), cached_plan(user_id_of(user))
+    limit = limit_for(plan, "storage_bytes")
+    headroom = max(0, limit - bucket_estimate_total(uid))
+    result = meter.reserve_storage_bytes(uid, n, headroom)
+    if not result["allowed"]:
+        raise _limit_reached("storage_bytes", limit, plan, None, int(result["bytes"]))
+    return Charge("storage_bytes", int(result["bytes"]), limit, plan, None)
+
+
+def assert_within(user: Any, name: str, n: int = 1, *, now: datetime | None = None) -> None:
+    """Raise ``LimitReached`` when ``n`` more units would pass the plan limit; charges nothing."""
+    uid, plan = user_id_of(user), cached_plan(user_id_of(user))
+    limit = limit_for(plan, name)
+    used = current_use(uid, name, now=now)
+    if used is not None and used + n > limit:
+        resets_at = next_utc_midnight(now) if resource(name).kind is Kind.DAILY else None
+        raise _limit_reached(name, limit, plan, resets_at, used)
+
+
+def current_use(uid: str, name: str, *, now: datetime | None = None) -> int | None:
+    from apps.entitlements.services import counters
+
+    kind = resource(name).kind
+    if kind is Kind.DAILY:
+        return meter.read_daily(uid, utc_day(now)).get(name, 0)
+    return counters.count(uid, name)
+
+
+def today(now: datetime | None = None) -> date:
+    return (now or timezone.now()).astimezone(UTC).date()

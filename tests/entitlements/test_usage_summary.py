@@ -1,0 +1,94 @@
+"""usage_summary (the account page's data), the usage.json twin and the table fragment."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from unittest import mock
+
+import pytest
+from django.template.loader import render_to_string
+
+from apps.entitlements import services
+from apps.entitlements.plans import RESOURCES
+from kody.actors import ActorCallTimeout
+
+pytestmark = pytest.mark.django_db
+
+NOON = datetime(2026, 8, 20, 12, 0, tzinfo=UTC)
+
+
+def rows_by_name(summary: dict) -> dict[str, dict]:
+    return {row["resource"]: row for row in summary["resources"]}
+
+
+def test_summary_has_every_limit_with_use_unit_and_reset(owner):
+    services.consume(owner, "execute_calls_per_day", 7, now=NOON)
+    summary = services.usage_summary(owner, now=NOON)
+    assert (summary["plan"], summary["plan_label"], summary["metered"]) == ("free", "Free", True)
+    rows = rows_by_name(summary)
+    assert set(rows) == set(RESOURCES)
+    execute = rows["execute_calls_per_day"]
+    assert (execute["used"], execute["limit"], execute["unit"]) == (7, 250, "calls")
+    assert execute["resets_at"] == datetime(2026, 8, 21, tzinfo=UTC)
+    assert execute["percent"] == 3
+    assert rows["email_sends_per_day"]["used"] == 0
+    storage = rows["storage_bytes"]
+    assert (storage["used"], storage["limit"], storage["resets_at"]) == (0, 16 * 1024 * 1024, None)
+    assert storage["limit_display"] == "16.0\xa0MB"
+    assert rows["email_message_bytes"]["used"] is None  # a per-message cap
+
+
+def test_summary_counts_the_owners_rows_only(owner, outsider):
+    services.consume(outsider, "job_runs_per_day", 5, now=NOON)
+    assert rows_by_name(services.usage_summary(owner, now=NOON))["job_runs_per_day"]["used"] == 0
+
+
+def test_summary_degrades_when_the_meter_does_not_answer(owner):
+    timeout = ActorCallTimeout("entitlements.UserMeter", "snapshot", "x", 3)
+    with mock.patch("apps.entitlements.services.metering.UserMeter.call", side_effect=timeout):
+        summary = services.usage_summary(owner, now=NOON)
+    assert summary["metered"] is False
+    assert rows_by_name(summary)["execute_calls_per_day"]["used"] is None
+    html = render_to_string("entitlements/usage_table.html", {"usage": summary})
+    assert "unavailable" in html
+
+
+def test_the_fragment_is_an_accessible_table_with_a_meter_per_measured_limit(owner):
+    services.consume(owner, "email_sends_per_day", 9, now=NOON)
+    summary = services.usage_summary(owner, now=NOON)
+    html = render_to_string("entitlements/usage_table.html", {"usage": summary})
+    assert "<caption>" in html and 'scope="col"' in html and 'scope="row"' in html
+    assert '<meter min="0" max="10" value="9"' in html
+    assert 'aria-label="Emails sent per day: 9 of 10"' in html
+    measured = [row for row in summary["resources"] if row["used"] is not None]
+    assert html.count("<meter") == len(measured) >= 12
+    # Counts whose authority is another app's actor (stored mail, repo sessions, workflows)
+    # show a dash until that app registers a counter.
+    unmeasured = {row["resource"] for row in summary["resources"] if row["used"] is None}
+    assert unmeasured <= {
+        "email_message_bytes",
+        "stored_email_messages",
+        "repo_sessions",
+        "concurrent_workflows",
+    }
+
+
+def test_usage_json_is_the_callers_own(client, owner, outsider):
+    services.consume(outsider, "job_runs_per_day", 4)
+    client.force_login(owner)
+    data = client.get(f"/account/usage.json?userId={outsider.stable_user_id}").json()
+    assert {r["resource"]: r["used"] for r in data["resources"]}["job_runs_per_day"] == 0
+    assert data["plan"] == "free"
+
+
+def test_usage_json_needs_a_login(client):
+    assert client.get("/account/usage.json").status_code == 302
+
+
+def test_the_account_usage_page_shows_the_table(client, owner):
+    services.consume(owner, "execute_calls_per_day", 2)
+    client.force_login(owner)
+    response = client.get("/account/usage")
+    assert response.status_code == 200
+    assert b"Execute calls per day" in response.content
+    assert b"<meter" in response.content
