@@ -1,0 +1,190 @@
+"""Lanes: storage reconciliation, bucket estimates, rollups, retention, the refresh alarm."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from unittest import mock
+
+import pytest
+from django.apps import apps as django_apps
+from django.utils import timezone
+
+from apps.entitlements.actor import StripePlanRefresh, UserMeter
+from apps.entitlements.models import D1StorageReconcileCursor, StripeWebhookEvent, UsageRollup
+from apps.entitlements.services import reconcile, storage, usage
+from kody.lanes import registry, run_lane
+from kody.userschema.models import UserSchema
+
+pytestmark = pytest.mark.django_db
+
+LANES = {
+    "d1_storage_reconciliation": "every_tick",
+    "storage_bucket_estimate_backfill": "every_tick",
+    "usage_aggregation": "hourly",
+    "entitlements_retention": "hourly",
+}
+
+
+def model(label: str):  # type: ignore[no-untyped-def]
+    try:
+        return django_apps.get_model(*label.split("."))
+    except LookupError:
+        pytest.skip(f"{label} not present")
+
+
+def test_lanes_are_registered_with_their_cadence():
+    declared = {lane.name: lane.cadence.value for lane in registry.all_lanes()}
+    assert {name: declared.get(name) for name in LANES} == LANES
+
+
+# --- storage reconciliation ---------------------------------------------------------------------
+
+
+def test_reconcile_walks_users_in_bounded_slices_and_wraps(owner, outsider, operator):
+    instructions = model("packages.McpUserServerInstructions")
+    for user in (owner, outsider, operator):
+        instructions.objects.create(user_id=user.stable_user_id, instructions="x" * 100)
+    ordered = sorted(u.stable_user_id for u in (owner, outsider, operator))
+
+    first = reconcile.reconcile_next(2)
+    assert (first.users, first.wrapped) == (2, False)
+    assert D1StorageReconcileCursor.objects.get().position == ordered[1]
+    second = reconcile.reconcile_next(2)
+    assert (second.users, second.wrapped) == (1, True)
+    assert D1StorageReconcileCursor.objects.get().position == ""
+    for uid in ordered:
+        assert UserMeter.call(uid, "read_storage_bytes")["bytes"] >= 100
+
+
+def test_reconcile_skips_users_with_nothing_stored_and_no_meter(owner):
+    reconcile.reconcile_next(10)
+    assert not UserSchema.objects.filter(user_id=owner.stable_user_id).exists()
+
+
+def test_reconcile_corrects_a_drifted_meter(owner):
+    UserMeter.call(owner.stable_user_id, "set_storage_bytes", value=123_456)
+    assert reconcile.reconcile_user(owner.stable_user_id) is True
+    assert UserMeter.call(owner.stable_user_id, "read_storage_bytes")["bytes"] == 0
+    assert reconcile.reconcile_user(owner.stable_user_id) is False
+
+
+def test_a_second_runner_cannot_claim_the_same_slice(owner, outsider):
+    D1StorageReconcileCursor.objects.create(singleton=1, position="")
+    with mock.patch.object(
+        D1StorageReconcileCursor.objects,
+        "get_or_create",
+        return_value=(D1StorageReconcileCursor(singleton=1, position="stale"), False),
+    ):
+        assert reconcile.reconcile_next(10).users == 0  # the cursor moved under it
+
+
+def test_reconcile_lane_runs_and_logs_metrics(owner, caplog):
+    caplog.set_level("INFO", logger="kody.lanes")
+    run = run_lane("d1_storage_reconciliation")
+    assert run is not None and "status=ok" in caplog.text
+
+
+# --- bucket estimates ---------------------------------------------------------------------------
+
+
+def test_bucket_estimate_backfill_measures_only_unmeasured_buckets(owner):
+    bucket = model("packages.UserStorageBucket")
+    now = timezone.now()
+    bucket.objects.create(
+        user_id=owner.stable_user_id, storage_id="job:a", kind="job", last_seen_at=now
+    )
+    bucket.objects.create(
+        user_id=owner.stable_user_id,
+        storage_id="job:b",
+        kind="job",
+        last_seen_at=now,
+        estimated_bytes=5,
+    )
+    bucket.objects.create(
+        user_id=owner.stable_user_id, storage_id="x:c", kind="unknown", last_seen_at=now
+    )
+    seen: list[tuple[str, str]] = []
+    storage.register_bucket_estimator("job", lambda uid, sid: seen.append((uid, sid)) or 4096)
+    try:
+        assert storage.backfill_bucket_estimates(batch=10) == 1
+    finally:
+        storage._ESTIMATORS.pop("job", None)
+    assert seen == [(owner.stable_user_id, "job:a")]
+    assert storage.bucket_estimate_total(owner.stable_user_id) == 4096 + 5
+
+
+# --- usage and retention ------------------------------------------------------------------------
+
+
+def test_usage_aggregation_lane_rolls_up(owner):
+    usage.record_usage(owner.stable_user_id, "execute")
+    run_lane("usage_aggregation")
+    assert UsageRollup.objects.get(user_id=owner.stable_user_id).event_count == 1
+
+
+def test_retention_lane_prunes_all_three_tables(owner):
+    old = timezone.now() - timedelta(days=400)
+    StripeWebhookEvent.objects.create(
+        event_id="evt_old", event_type="x", processed_at=timezone.now() - timedelta(days=31)
+    )
+    usage.record_usage(owner.stable_user_id, "m", at=old)
+    UsageRollup.objects.create(user_id=owner.stable_user_id, metric="m", month="2020-01")
+    run = run_lane("entitlements_retention")
+    assert run is not None and run.items == 3
+    assert not StripeWebhookEvent.objects.exists() and not UsageRollup.objects.exists()
+
+
+# --- StripePlanRefresh --------------------------------------------------------------------------
+
+
+def test_checkout_arms_a_one_shot_refresh_alarm_that_queues_the_refresh(
+    owner, django_capture_on_commit_callbacks
+):
+    from kody.actors.alarms import AlarmClock
+
+    # In the past: the alarm clock compares with the test transaction's start time.
+    StripePlanRefresh.call(owner.stable_user_id, "arm", delay_seconds=-3600)
+    schema = UserSchema.objects.get(user_id=owner.stable_user_id)
+    assert schema.alarm_at is not None and schema.alarm_at <= timezone.now()
+    with (
+        mock.patch("apps.entitlements.tasks.refresh_stripe_plan.delay") as queued,
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        fired = AlarmClock.call(owner.stable_user_id, "fire")
+    assert fired == ["entitlements.StripePlanRefresh"]
+    queued.assert_called_once_with(owner.stable_user_id)
+    assert AlarmClock.call(owner.stable_user_id, "fire") == []  # one-shot
+
+
+def test_the_refresh_task_rearms_during_a_stripe_outage(owner, stripe_fake):
+    from apps.entitlements import tasks
+
+    User = owner.__class__
+    User.objects.filter(pk=owner.pk).update(stripe_customer_id=stripe_fake.add_customer()["id"])
+    stripe_fake.fail_next = 10
+    with mock.patch("apps.entitlements.actor.stripe_refresh.arm_refresh") as rearmed:
+        tasks.refresh_stripe_plan(owner.stable_user_id)
+    rearmed.assert_called_once_with(owner.stable_user_id, delay_seconds=3600)
+
+
+def test_the_refresh_task_stores_the_paid_plan(owner, stripe_fake):
+    from apps.entitlements import tasks
+
+    customer = stripe_fake.add_customer()["id"]
+    owner.__class__.objects.filter(pk=owner.pk).update(stripe_customer_id=customer)
+    stripe_fake.add_subscription(customer, "kody_pro_month")
+    tasks.refresh_stripe_plan(owner.stable_user_id)
+    owner.refresh_from_db()
+    assert owner.stripe_plan == "pro"
+
+
+def test_a_user_id_with_no_account_is_ignored_by_the_refresh_task(stripe_fake):
+    from apps.entitlements import tasks
+
+    tasks.refresh_stripe_plan("0" * 64)  # no error: the account is gone
+
+
+def test_cancel_clears_the_refresh_alarm(owner):
+    StripePlanRefresh.call(owner.stable_user_id, "arm")
+    StripePlanRefresh.call(owner.stable_user_id, "cancel")
+    assert UserSchema.objects.get(user_id=owner.stable_user_id).alarm_at is None
