@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import URLPattern, path
 
 from apps.accounts.admin import ReadOnlyModelAdmin
 from apps.entitlements import models as m
@@ -13,6 +17,45 @@ class UsageRollupAdmin(ReadOnlyModelAdmin):
     list_display = ("user_id", "metric", "month", "event_count", "error_count", "total_bytes")
     list_filter = ("metric",)
     search_fields = ("user_id",)
+    change_list_template = "admin/entitlements/usagerollup/change_list.html"
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.user_usage_view)
+        return [path("user/", view, name="entitlements_user_usage"), *super().get_urls()]
+
+    def user_usage_view(self, request: HttpRequest) -> HttpResponse:
+        """One user's plan, limits, today's meter counts and monthly rollups (audited)."""
+        from apps.accounts.models import User
+        from apps.accounts.services import audit
+        from apps.entitlements.services import summary, usage
+
+        if not request.user.is_staff:
+            return HttpResponse(status=403)
+        query = request.GET.get("q", "").strip()
+        target = None
+        if query:
+            target = User.objects.filter(
+                Q(stable_user_id=query) | Q(username=query) | Q(email=query.lower())
+            ).first()
+            audit.record(
+                category="admin",
+                action="admin_user_usage",
+                result="success" if target else "failure",
+                email=getattr(request.user, "email", None),
+                ip=request.META.get("REMOTE_ADDR"),
+                path=request.path,
+                reason=None if target else "not_found",
+            )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Usage for a user",
+            "query": query,
+            "target": target,
+            "usage": summary.usage_summary(target) if target else None,
+            "monthly": usage.monthly_usage(target.stable_user_id) if target else [],
+            "opts": self.model._meta,
+        }
+        return render(request, "admin/entitlements/user_usage.html", context)
 
 
 @admin.register(m.UsageEvent)
