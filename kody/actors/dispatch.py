@@ -12,7 +12,7 @@ from django.conf import settings
 from kody.actors import transport
 from kody.actors.base import Actor, method_of
 from kody.actors.errors import ActorCallTimeout
-from kody.actors.wire import Call, Outcome
+from kody.actors.wire import Call, Outcome, unwrap
 from kody.userschema.naming import schema_name_for
 
 log = logging.getLogger("kody.actors")
@@ -56,7 +56,7 @@ def call(
     reply = transport.push_and_wait(queue, message.encode(), message.id, wait)
     if reply is None:
         raise ActorCallTimeout(actor.name, method, message.id, wait)
-    return Outcome.parse(reply).unwrap()
+    return unwrap(reply)
 
 
 def cast(

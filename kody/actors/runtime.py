@@ -93,19 +93,19 @@ def _usable(using: str) -> bool:
 
 def _transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outcome]:
     connection = connections[using]
-    with transaction.atomic(using=using), user_schema_scope(group.schema, using):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT owner_id FROM actor_owner WHERE id = 1 FOR UPDATE")
-            row = cursor.fetchone()
-            if row is None or row[0] != group.user_id:
-                raise OwnerMismatch(
-                    f"schema {group.schema} does not belong to the calling user"
-                )
-            cursor.execute(
-                "SELECT id, outcome::text FROM actor_calls WHERE id = ANY(%s)",
-                [[call.id for call in group.calls]],
-            )
-            done = {call_id: Outcome.parse(text) for call_id, text in cursor.fetchall()}
+    prelude = [
+        ("SELECT owner_id FROM actor_owner WHERE id = 1 FOR UPDATE", ()),
+        (
+            "SELECT id, outcome::text FROM actor_calls WHERE id = ANY(%s)",
+            [[call.id for call in group.calls]],
+        ),
+    ]
+    with transaction.atomic(using=using), user_schema_scope(
+        group.schema, using, then=prelude
+    ) as (owner, records):
+        if not owner or owner[0][0] != group.user_id:
+            raise OwnerMismatch(f"schema {group.schema} does not belong to the calling user")
+        done = {call_id: Outcome.parse(text) for call_id, text in records}
         fresh: list[tuple[Call, Outcome]] = []
         results: list[Outcome] = []
         for call in group.calls:

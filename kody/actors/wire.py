@@ -89,10 +89,15 @@ class Outcome:
         return cls(text=text, ok=bool(json.loads(text)["ok"]))
 
     def unwrap(self) -> Any:
-        data = json.loads(self.text)
-        if data["ok"]:
-            return data["value"]
-        raise rebuild(data["error"])
+        return unwrap(self.text)
+
+
+def unwrap(text: str | bytes) -> Any:
+    """The value of a serialized outcome, or its exception raised."""
+    data = json.loads(text)
+    if data["ok"]:
+        return data["value"]
+    raise rebuild(data["error"])
 
 
 def _jsonable(value: Any) -> Any:
