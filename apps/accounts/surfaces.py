@@ -388,6 +388,21 @@ OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
         export=False,
         note="derived retriever index; kody.kv.store.delete_user_keys",
     ),
+    # --- entitlements ---------------------------------------------------------------------
+    OutOfBandSurface(
+        "actor",
+        "entitlements.UserMeter",
+        export=True,
+        note="daily counters, inbound claims, storage bytes, service liveness, worker days, "
+        "inbound MCP last-used; export pages UserMeter.export_counters (section user_meter), "
+        "deletion calls UserMeter.purge (keeps the deletion tombstone)",
+    ),
+    OutOfBandSurface(
+        "actor",
+        "entitlements.StripePlanRefresh",
+        export=False,
+        note="only a one-shot alarm; deletion calls StripePlanRefresh.cancel",
+    ),
 )
 
 
