@@ -1,18 +1,18 @@
 """Plan enforcement on the hot path.
 
-Design note: ``consume`` is exactly one UserMeter actor call when the day's counter row exists
-(the warm path): the actor checks the limit and increments atomically under the user's row
-lock, so concurrent callers can never overshoot. The plan comes from the Redis plan cache, and
-no shared table is written. Only the first call of a UTC day per resource pays for the cold
-bootstrap (``needs_bootstrap`` → ``initialize`` with insert-if-absent → retry).
+Design note: ``consume`` is exactly one UserMeter actor call: the actor checks the limit and
+increments atomically under the user's row lock, so concurrent callers can never overshoot,
+and a day's first call creates the counter row (insert-if-absent) inside that same call. The
+plan comes from the Redis plan cache; no shared table is read or written.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from apps.entitlements.plans import Kind, Plan, limit_for, resource
@@ -59,10 +59,11 @@ def next_utc_midnight(now: datetime | None = None) -> datetime:
 def _limit_reached(
     name: str, limit: int, plan: Plan, resets_at: datetime | None, used: int
 ) -> LimitReached:
-    unit = resource(name).unit
+    res = resource(name)
+    amount = str(filesizeformat(limit)) if res.kind is Kind.BYTES else f"{limit:,} {res.unit}"
     when = f"; it resets at {resets_at:%Y-%m-%d %H:%M} UTC" if resets_at else ""
     return LimitReached(
-        f"The {plan.value} plan allows {limit:,} {unit} of {name}{when}.",
+        f"Limit reached: {res.label} ({amount} on the {plan.label} plan){when}.",
         details={
             "resource": name,
             "limit": limit,
@@ -83,10 +84,7 @@ def consume(user: Any, name: str, n: int = 1, *, now: datetime | None = None) ->
     _daily(name)
     uid, plan, day = user_id_of(user), cached_plan(user_id_of(user)), utc_day(now)
     limit = limit_for(plan, name)
-    result = meter.consume(uid, name, day, n, limit)
-    if result.get("needs_bootstrap"):
-        meter.initialize(uid, name, day)
-        result = meter.consume(uid, name, day, n, limit)
+    result = meter.consume(uid, name, day, n, limit)  # bootstraps a new day in the same call
     resets_at = next_utc_midnight(now)
     if not result["allowed"]:
         raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
@@ -107,9 +105,6 @@ def consume_inbound_delivery(
     uid, plan, day = user_id_of(user), cached_plan(user_id_of(user)), utc_day(now)
     limit = limit_for(plan, name)
     result = meter.consume_inbound_delivery(uid, delivery_id, name, day, n, limit)
-    if result.get("needs_bootstrap"):
-        meter.initialize(uid, name, day)
-        result = meter.consume_inbound_delivery(uid, delivery_id, name, day, n, limit)
     resets_at = next_utc_midnight(now)
     if not result["allowed"]:
         raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
@@ -146,7 +141,3 @@ def current_use(uid: str, name: str, *, now: datetime | None = None) -> int | No
     if kind is Kind.DAILY:
         return meter.read_daily(uid, utc_day(now)).get(name, 0)
     return counters.count(uid, name)
-
-
-def today(now: datetime | None = None) -> date:
-    return (now or timezone.now()).astimezone(UTC).date()

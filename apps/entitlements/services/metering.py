@@ -15,10 +15,6 @@ def consume(uid: str, resource: str, day: str, amount: int, limit: int) -> dict[
     return _call(uid, "consume", resource=resource, day=day, limit=limit, amount=amount)
 
 
-def initialize(uid: str, resource: str, day: str) -> dict[str, Any]:
-    return _call(uid, "initialize", resource=resource, day=day)
-
-
 def refund(uid: str, resource: str, day: str, amount: int) -> dict[str, Any]:
     return _call(uid, "refund", resource=resource, day=day, amount=amount)
 
