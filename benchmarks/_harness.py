@@ -1,0 +1,133 @@
+"""Shared set-up for the kernel benchmarks: a dedicated database, a real shard worker, stats."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+# The benchmarks get their own database (test_kody_bench), migrated like a test database.
+os.environ.setdefault("KODY_TEST_DB_SUFFIX", "_bench")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+
+def setup_django() -> None:
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    connection.creation.create_test_db(verbosity=0, keepdb=True)
+
+
+def database_url() -> str:
+    from django.db import connection
+
+    db = connection.settings_dict
+    host = quote(str(db["HOST"]), safe="")
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"postgres://{db['USER']}:{quote(db['PASSWORD'] or '')}@{host}{port}/{db['NAME']}"
+
+
+def psql_args() -> list[str]:
+    from django.db import connection
+
+    db = connection.settings_dict
+    args = ["-h", str(db["HOST"]), "-U", db["USER"], "-d", db["NAME"]]
+    if db.get("PORT"):
+        args += ["-p", str(db["PORT"])]
+    return args
+
+
+def pg_binary(name: str) -> str:
+    import shutil
+
+    import pgserver
+
+    bundled = Path(pgserver.__file__).parent / "pginstall" / "bin" / name
+    return str(bundled) if bundled.exists() else (shutil.which(name) or name)
+
+
+def clear_actor_keys() -> None:
+    from kody.actors import transport
+
+    client = transport.client()
+    for key in client.scan_iter(match="actors.*"):
+        client.delete(key)
+
+
+@contextmanager
+def shard_worker(extra_env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+    """A real Celery shard worker in its own process, on the benchmark database."""
+    from django.conf import settings
+
+    from kody.actors import transport
+
+    clear_actor_keys()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "KODY_ACTOR_SHARDS": str(settings.KODY_ACTOR_SHARDS),
+        "KODY_ACTOR_LEASE_SECONDS": "2",
+        **(extra_env or {}),
+    }
+    argv = [
+        sys.executable, "-m", "celery", "-A", "config", "worker",
+        "-Q", ",".join(transport.all_queue_names()), "-P", "solo", "-c", "1", "-l", "WARNING",
+        "--without-mingle", "--without-gossip", "--without-heartbeat",
+    ]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    try:
+        client = transport.client()
+        deadline = time.monotonic() + 60
+        leases = [f"{name}.lease" for name in transport.all_queue_names()]
+        while not all(client.exists(key) for key in leases):
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError("shard worker did not start")
+            time.sleep(0.05)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def celery_worker(queue: str) -> subprocess.Popen:
+    from django.conf import settings
+
+    env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": settings.REDIS_URL}
+    argv = [
+        sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "-P", "solo",
+        "-c", "1", "-l", "WARNING", "--without-mingle", "--without-gossip", "--without-heartbeat",
+        "-I", "benchmarks.celery_baseline",
+    ]
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+
+
+def pct(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def summary(samples_s: list[float], elapsed_s: float) -> dict[str, float]:
+    return {
+        "p50_ms": pct(samples_s, 0.50) * 1000,
+        "p99_ms": pct(samples_s, 0.99) * 1000,
+        "mean_ms": statistics.fmean(samples_s) * 1000,
+        "per_s": len(samples_s) / elapsed_s,
+    }
+
+
+def row(label: str, stats: dict[str, float]) -> str:
+    return (
+        f"{label:46} p50 {stats['p50_ms']:7.2f} ms  p99 {stats['p99_ms']:7.2f} ms  "
+        f"{stats['per_s']:8.0f} /s"
+    )
