@@ -36,7 +36,9 @@ def make_users(count: int) -> list[str]:
     for _ in range(count):
         tag = secrets.token_hex(8)
         user = User.objects.create_user(
-            username=f"bench-{tag}", email=f"bench-{tag}@example.test", password=None,
+            username=f"bench-{tag}",
+            email=f"bench-{tag}@example.test",
+            password=None,
             plan="max",  # 500,000 execute calls a day: the benchmark never hits the limit
         )
         ids.append(user.stable_user_id)
@@ -70,8 +72,10 @@ def main() -> None:
     one, *many = make_users(65)
     warm([one, *many])
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"Meter hot-path benchmark ({seconds:g}s per row, {settings.KODY_ACTOR_SHARDS} shards,"
-          f" batch {settings.KODY_ACTOR_BATCH_SIZE}, load average {load})\n")
+    print(
+        f"Meter hot-path benchmark ({seconds:g}s per row, {settings.KODY_ACTOR_SHARDS} shards,"
+        f" batch {settings.KODY_ACTOR_BATCH_SIZE}, load average {load})\n"
+    )
 
     tps_one = pgbench(seconds, clients=1, keys=1)
     tps_many = pgbench(seconds, clients=8, keys=64)
@@ -109,12 +113,16 @@ def main() -> None:
     best_one = max(results[label]["per_s"] for label in queue_one)
     best_many = max(results[f"consume via queue, 64 users, {t} callers"]["per_s"] for t in (8, 64))
     print("\nRatios (same run, same server)")
-    print(f"  queue one-user calls/s / pgbench 1-client tps   {best_one / tps_one:6.0%}"
-          "   (target >= 25%)")
+    print(
+        f"  queue one-user calls/s / pgbench 1-client tps   {best_one / tps_one:6.0%}"
+        "   (target >= 25%)"
+    )
     print(f"  queue 64-user calls/s / pgbench 8-client tps    {best_many / tps_many:6.0%}")
     print(f"  inline one-user calls/s / pgbench 1-client tps  {inline_one['per_s'] / tps_one:6.0%}")
-    print(f"  queue 1-caller p50 / inline p50                 "
-          f"{sync['p50_ms'] / inline_one['p50_ms']:6.2f}x")
+    print(
+        f"  queue 1-caller p50 / inline p50                 "
+        f"{sync['p50_ms'] / inline_one['p50_ms']:6.2f}x"
+    )
 
 
 if __name__ == "__main__":
