@@ -368,3 +368,15 @@ def test_an_older_schema_upgrades_to_the_full_meter_and_records_the_version(owne
     known.forget(owner.stable_user_id)
     assert meter(owner, "read_storage_bytes")["initialized"] is False  # tables now exist
     assert meter(owner, "schema_info")["schema_version"] == USER_METER_VERSION
+
+
+def test_prune_on_demand_reports_what_it_deleted(owner):
+    today = timezone.now().date()
+    with connection.cursor() as cursor:
+        consume(owner, day=DAY)
+        schema = schema_name_for(owner.stable_user_id)
+        cursor.execute(
+            f'INSERT INTO "{schema}".daily_counters (resource, day) VALUES (%s, %s)',
+            [R, today - timedelta(days=30)],
+        )
+    assert meter(owner, "prune")["daily_counters"] == 1

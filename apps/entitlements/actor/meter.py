@@ -584,9 +584,18 @@ class UserMeter(Actor):
             row = cursor.fetchone()
         return {"schema_version": row[0] if row else None, "current": USER_METER_VERSION}
 
-    def alarm(self) -> None:
+    def prune(self) -> dict[str, int]:
+        """Delete counters, claims and worker days past the window (every path does this too)."""
+        cutoff = _cutoff(_today())
+        deleted = {}
         with connection.cursor() as cursor:
-            self._prune(cursor, _today())
+            for table in (COUNTERS, CLAIMS, WORKER_DAYS):
+                cursor.execute(f"DELETE FROM {table} WHERE day < %s", [cutoff])
+                deleted[table] = cursor.rowcount
+        return deleted
+
+    def alarm(self) -> None:
+        self.prune()
 
     # --- helpers (not callable through the queue) -----------------------------------------
 
