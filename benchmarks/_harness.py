@@ -81,9 +81,23 @@ def shard_worker(extra_env: dict[str, str] | None = None) -> Iterator[subprocess
         **(extra_env or {}),
     }
     argv = [
-        sys.executable, "-m", "celery", "-A", "config", "worker",
-        "-Q", ",".join(transport.all_queue_names()), "-P", "solo", "-c", "1", "-l", "WARNING",
-        "--without-mingle", "--without-gossip", "--without-heartbeat",
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "config",
+        "worker",
+        "-Q",
+        ",".join(transport.all_queue_names()),
+        "-P",
+        "solo",
+        "-c",
+        "1",
+        "-l",
+        "WARNING",
+        "--without-mingle",
+        "--without-gossip",
+        "--without-heartbeat",
     ]
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     try:
@@ -105,9 +119,25 @@ def celery_worker(queue: str) -> subprocess.Popen:
 
     env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": settings.REDIS_URL}
     argv = [
-        sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "-P", "solo",
-        "-c", "1", "-l", "WARNING", "--without-mingle", "--without-gossip", "--without-heartbeat",
-        "-I", "benchmarks.celery_baseline",
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "config",
+        "worker",
+        "-Q",
+        queue,
+        "-P",
+        "solo",
+        "-c",
+        "1",
+        "-l",
+        "WARNING",
+        "--without-mingle",
+        "--without-gossip",
+        "--without-heartbeat",
+        "-I",
+        "benchmarks.celery_baseline",
     ]
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
 

@@ -57,8 +57,13 @@ def closed_loop(fn: Callable[[int], object], threads: int, seconds: float) -> di
     return summary([s for chunk in samples for s in chunk], time.perf_counter() - started)
 
 
-def _child(fn_factory: Callable[[], Callable[[int], object]], threads: int, seconds: float,
-           offset: int, out: object) -> None:
+def _child(
+    fn_factory: Callable[[], Callable[[int], object]],
+    threads: int,
+    seconds: float,
+    offset: int,
+    out: object,
+) -> None:
     fn = fn_factory()
     samples: list[list[float]] = [[] for _ in range(threads)]
     deadline = time.perf_counter() + seconds
@@ -116,9 +121,22 @@ def pgbench(seconds: float, clients: int, keys: int) -> float:
         handle.write(script)
         handle.flush()
         out = subprocess.run(
-            [pg_binary("pgbench"), *psql_args(), "-n", "-f", handle.name, "-c", str(clients),
-             "-j", str(clients), "-T", str(int(seconds))],
-            capture_output=True, text=True, check=True,
+            [
+                pg_binary("pgbench"),
+                *psql_args(),
+                "-n",
+                "-f",
+                handle.name,
+                "-c",
+                str(clients),
+                "-j",
+                str(clients),
+                "-T",
+                str(int(seconds)),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
     return float(re.search(r"tps = ([\d.]+)", out).group(1))
 
@@ -152,7 +170,9 @@ def meter_call(users: list[str]) -> Callable[[int], object]:
 
     def call(index: int) -> object:
         user = users[index % len(users)]
-        return UserMeter.call(user, "consume", resource="execute_calls_per_day", day=DAY, limit=LIMIT)
+        return UserMeter.call(
+            user, "consume", resource="execute_calls_per_day", day=DAY, limit=LIMIT
+        )
 
     return call
 
@@ -184,8 +204,10 @@ def main() -> None:
         settings.KODY_ACTORS_INLINE = True
         UserMeter.call(user, "consume", resource="execute_calls_per_day", day=DAY, limit=LIMIT)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"Kernel actor benchmark ({seconds:g}s per row, {settings.KODY_ACTOR_SHARDS} shards, "
-          f"{os.cpu_count()} CPUs, load average {load})\n")
+    print(
+        f"Kernel actor benchmark ({seconds:g}s per row, {settings.KODY_ACTOR_SHARDS} shards, "
+        f"{os.cpu_count()} CPUs, load average {load})\n"
+    )
 
     results: dict[str, dict[str, float]] = {}
     tps_one = pgbench(seconds, clients=1, keys=1)
@@ -230,8 +252,10 @@ def main() -> None:
     best_one = max(results[f"queue call(), one user, {n}"]["per_s"] for n in one_user)
     best_many = max(results[f"queue call(), 64 users, {n}"]["per_s"] for n in many_users)
     print("\nRatios (same run)")
-    print(f"  sync call p50 / raw SQL p50          {sync['p50_ms'] / raw['p50_ms']:6.2f}x  "
-          f"(call p50 {sync['p50_ms']:.2f} ms; target <= 3 ms)")
+    print(
+        f"  sync call p50 / raw SQL p50          {sync['p50_ms'] / raw['p50_ms']:6.2f}x  "
+        f"(call p50 {sync['p50_ms']:.2f} ms; target <= 3 ms)"
+    )
     print(f"  one-user calls/s                     {best_one:8.0f}   (target >= 1000)")
     print(f"  one-user calls/s / pgbench 1-client  {best_one / tps_one:6.0%}   (target >= 25%)")
     print(f"  64-user calls/s / pgbench 8-client   {best_many / tps_many:6.0%}")

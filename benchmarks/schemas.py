@@ -37,7 +37,9 @@ def synthetic_models() -> list[type]:
                 "app_label": "bench",
                 "db_table": f"bench_table_{n:02d}",
                 "indexes": [
-                    models.Index(fields=["owner_ref", "created_at"], name=f"bench_{n:02d}_owner_ix"),
+                    models.Index(
+                        fields=["owner_ref", "created_at"], name=f"bench_{n:02d}_owner_ix"
+                    ),
                     models.Index(fields=["status"], name=f"bench_{n:02d}_status_ix"),
                 ],
             },
@@ -83,7 +85,9 @@ def raw_create(script: str) -> Callable[[], object]:
     def create() -> None:
         name = f"bench_raw_{secrets.token_hex(8)}"
         with conn.transaction():
-            conn.execute(f'CREATE SCHEMA "{name}";\nSET LOCAL search_path TO "{name}", public;\n{script}')
+            conn.execute(
+                f'CREATE SCHEMA "{name}";\nSET LOCAL search_path TO "{name}", public;\n{script}'
+            )
 
     return create
 
@@ -121,7 +125,8 @@ def drop_bench_schemas() -> None:
 
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'bench\\_%' OR nspname LIKE 'u\\_%'"
+            "SELECT nspname FROM pg_namespace"
+            " WHERE nspname LIKE 'bench\\_%' OR nspname LIKE 'u\\_%'"
         )
         names = [row[0] for row in cursor.fetchall()]
         for name in names:  # one per transaction: a schema's tables each take a lock
@@ -136,12 +141,17 @@ def creation(times: int) -> None:
     start = time.perf_counter()
     compile_schema.cache_clear()
     current = compile_schema()
-    print(f"Compiling the current actor DDL once per process: {(time.perf_counter() - start) * 1000:.1f} ms\n")
+    took_ms = (time.perf_counter() - start) * 1000
+    print(f"Compiling the current actor DDL once per process: {took_ms:.1f} ms\n")
     synthetic = synthetic_models()
     big = compile_models([ActorOwner, *synthetic])
     for label, ddl, models_list in (
         (f"current actor tables ({len(current.tables)})", current, None),
-        (f"synthetic: owner + {SYNTHETIC_TABLES} tables, 2 indexes each", big, [ActorOwner, *synthetic]),
+        (
+            f"synthetic: owner + {SYNTHETIC_TABLES} tables, 2 indexes each",
+            big,
+            [ActorOwner, *synthetic],
+        ),
     ):
         print(f"Schema creation, {label}, {times} schemas each:")
         contenders = {
@@ -149,7 +159,9 @@ def creation(times: int) -> None:
             "kody.userschema.create_schema": kernel_create(ddl),
         }
         if models_list:
-            contenders["schema editor run live per schema (no compile)"] = editor_create(models_list)
+            contenders["schema editor run live per schema (no compile)"] = editor_create(
+                models_list
+            )
         samples = interleaved(contenders, times)
         raw = samples["raw DDL in one transaction (psycopg)"]
         for name, taken in samples.items():
@@ -181,7 +193,9 @@ def fleet(size: int) -> None:
     out = io.StringIO()
     started = time.perf_counter()
     call_command("upgrade_user_schemas", stdout=out)
-    print(f"  second run: {out.getvalue().strip()} ({(time.perf_counter() - started) * 1000:.0f} ms)")
+    print(
+        f"  second run: {out.getvalue().strip()} ({(time.perf_counter() - started) * 1000:.0f} ms)"
+    )
     started = time.perf_counter()
     drop_bench_schemas()
     print(f"  dropped them in {time.perf_counter() - started:.1f}s")

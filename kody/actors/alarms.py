@@ -49,14 +49,17 @@ class AlarmClock(Actor):
             log.exception("alarm of %s for %s failed; retrying next tick", name, self.schema)
             with connections[self.context.using].cursor() as cursor:
                 cursor.execute(
-                    "INSERT INTO actor_alarms (actor, at) VALUES (%s, now()) ON CONFLICT DO NOTHING",
+                    "INSERT INTO actor_alarms (actor, at) VALUES (%s, now())"
+                    " ON CONFLICT DO NOTHING",
                     [name],
                 )
             return False
         return True
 
 
-def due_alarms(now: datetime, after: tuple[datetime, str] | None, limit: int) -> list[tuple[str, datetime]]:
+def due_alarms(
+    now: datetime, after: tuple[datetime, str] | None, limit: int
+) -> list[tuple[str, datetime]]:
     """Users whose alarm is due, oldest first, keyset-paged by (alarm_at, user_id)."""
     rows = UserSchema.objects.filter(alarm_at__lte=now)
     if after is not None:
@@ -66,4 +69,6 @@ def due_alarms(now: datetime, after: tuple[datetime, str] | None, limit: int) ->
 
 
 def cast_alarm(user_id: str, alarm_at: datetime) -> str:
-    return AlarmClock.cast(user_id, "fire", idempotency_key=f"alarm:{user_id}:{alarm_at.isoformat()}")
+    return AlarmClock.cast(
+        user_id, "fire", idempotency_key=f"alarm:{user_id}:{alarm_at.isoformat()}"
+    )

@@ -8,7 +8,8 @@ holding the user's owner-row lock, with ``search_path`` on the user's schema::
 
         def consume(self, resource: str, day: str, limit: int) -> dict: ...
 
-    UserMeter.call(user_id, "consume", resource="execute_calls_per_day", day="2026-11-29", limit=500)
+    UserMeter.call(user_id, "consume", resource="execute_calls_per_day", day="2026-11-29",
+                   limit=500)
     UserMeter.cast(user_id, "prune")   # returns at once
 
 Arguments and results travel as JSON. A method may use the ORM on actor models and on public
@@ -102,7 +103,12 @@ class Actor:
 
     @classmethod
     def cast(
-        cls, user_id: str, method: str, *args: Any, idempotency_key: str | None = None, **kwargs: Any
+        cls,
+        user_id: str,
+        method: str,
+        *args: Any,
+        idempotency_key: str | None = None,
+        **kwargs: Any,
     ) -> str:
         from kody.actors.dispatch import cast
 

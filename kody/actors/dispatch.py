@@ -19,8 +19,13 @@ log = logging.getLogger("kody.actors")
 
 
 def _build(
-    actor: type[Actor], user_id: str, method: str, args: Sequence[Any],
-    kwargs: Mapping[str, Any], key: str | None, reply: bool,
+    actor: type[Actor],
+    user_id: str,
+    method: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    key: str | None,
+    reply: bool,
 ) -> Call:
     method_of(actor, method)
     return Call(
@@ -43,8 +48,14 @@ def _run_inline(call: Call) -> Outcome:
 
 
 def call(
-    actor: type[Actor], user_id: str, method: str, args: Sequence[Any],
-    kwargs: Mapping[str, Any], *, timeout: float | None = None, key: str | None = None,
+    actor: type[Actor],
+    user_id: str,
+    method: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    *,
+    timeout: float | None = None,
+    key: str | None = None,
 ) -> Any:
     message = _build(actor, user_id, method, args, kwargs, key, reply=True)
     if settings.KODY_ACTORS_INLINE:
@@ -60,8 +71,13 @@ def call(
 
 
 def cast(
-    actor: type[Actor], user_id: str, method: str, args: Sequence[Any],
-    kwargs: Mapping[str, Any], *, key: str | None = None,
+    actor: type[Actor],
+    user_id: str,
+    method: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    *,
+    key: str | None = None,
 ) -> str:
     """Queue a call and return its idempotency key without waiting. Inline mode runs it now
     and logs (does not raise) a failure, as a worker would."""

@@ -21,7 +21,7 @@ class ActorOwner(ActorModel):
 
 
 class ActorCall(ActorModel):
-    """The outcome of every call, keyed by its idempotency key, so a redelivery re-applies nothing."""
+    """Every call's outcome under its idempotency key: a redelivery re-applies nothing."""
 
     # Collation "C" also spares Django's extra LIKE index on a varchar key.
     id = models.CharField(max_length=200, primary_key=True, db_collation="C")

@@ -100,9 +100,10 @@ def _transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outcome
             [[call.id for call in group.calls]],
         ),
     ]
-    with transaction.atomic(using=using), user_schema_scope(
-        group.schema, using, then=prelude
-    ) as (owner, records):
+    with (
+        transaction.atomic(using=using),
+        user_schema_scope(group.schema, using, then=prelude) as (owner, records),
+    ):
         if not owner or owner[0][0] != group.user_id:
             raise OwnerMismatch(f"schema {group.schema} does not belong to the calling user")
         done = {call_id: Outcome.parse(text) for call_id, text in records}

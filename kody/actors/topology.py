@@ -24,12 +24,22 @@ def worker_commands(python: str) -> list[list[str]]:
     for index, group in enumerate(groups):
         queues = ",".join(queue_name(shard) for shard in group)
         commands.append(
-            [*base, "worker", "-n", f"actors{index}@%h", "-Q", queues,
-             "-P", "solo", "-c", "1", "-l", "INFO"]
+            [
+                *base,
+                "worker",
+                "-n",
+                f"actors{index}@%h",
+                "-Q",
+                queues,
+                "-P",
+                "solo",
+                "-c",
+                "1",
+                "-l",
+                "INFO",
+            ]
         )
-    commands.append(
-        [*base, "worker", "-n", "default@%h", "-Q", "default", "-c", "2", "-l", "INFO"]
-    )
+    commands.append([*base, "worker", "-n", "default@%h", "-Q", "default", "-c", "2", "-l", "INFO"])
     schedule = str(settings.VAR_DIR / "celerybeat-schedule")
     commands.append([*base, "beat", "-s", schedule, "-l", "INFO"])
     return commands

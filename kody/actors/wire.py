@@ -81,7 +81,9 @@ class Outcome:
 
     @classmethod
     def failure(cls, exc: BaseException, *, recordable: bool = True) -> Outcome:
-        return cls(text=dumps({"ok": False, "error": describe(exc)}), ok=False, recordable=recordable)
+        return cls(
+            text=dumps({"ok": False, "error": describe(exc)}), ok=False, recordable=recordable
+        )
 
     @classmethod
     def parse(cls, text: str | bytes) -> Outcome:

@@ -1,16 +1,16 @@
 """The lane registry: every scheduled sweep, declared by the app that owns it in ``lanes.py``.
 
-    from kody.lanes import Cadence, LaneRun, lane
+from kody.lanes import Cadence, LaneRun, lane
 
-    @lane("retention", cadence=Cadence.HOURLY, budget_seconds=120, batch_size=500)
-    def retention(run: LaneRun) -> None:
-        while not run.out_of_time():
-            deleted = prune_some(limit=run.batch_size)
-            run.record(deleted)
-            if deleted < run.batch_size:
-                break
+@lane("retention", cadence=Cadence.HOURLY, budget_seconds=120, batch_size=500)
+def retention(run: LaneRun) -> None:
+    while not run.out_of_time():
+        deleted = prune_some(limit=run.batch_size)
+        run.record(deleted)
+        if deleted < run.batch_size:
+            break
 
-    retire("repo_session_index_backfill")   # the name stays so queued messages still parse
+retire("repo_session_index_backfill")   # the name stays so queued messages still parse
 """
 
 from __future__ import annotations

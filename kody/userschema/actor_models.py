@@ -83,13 +83,19 @@ def _validate(model: type[ActorModel]) -> None:
             )
     for field in model._meta.local_concrete_fields:
         added_later = field.column in model.actor_added or field.name in model.actor_added
-        has_default = field.null or field.has_default() or field.db_default is not models.NOT_PROVIDED
+        has_default = (
+            field.null or field.has_default() or field.db_default is not models.NOT_PROVIDED
+        )
         if added_later and not has_default:
             raise ImproperlyConfigured(
                 f"{label}.{field.name} is added by an upgrade, so it needs null=True or a default"
             )
         related = field.related_model
-        if related is not None and getattr(related, "_meta", None) and related._meta.apps is not actor_apps:
+        if (
+            related is not None
+            and getattr(related, "_meta", None)
+            and related._meta.apps is not actor_apps
+        ):
             raise ImproperlyConfigured(
                 f"{label}.{field.name} points at a public table; actor tables reference only "
                 "their own schema"

@@ -125,7 +125,9 @@ def compile_schema(version: int | None = None, alias: str = DEFAULT_DB_ALIAS) ->
     return SchemaDDL(version=version, tables=tables)
 
 
-def compile_models(models_list: Iterable[type[models.Model]], alias: str = DEFAULT_DB_ALIAS) -> SchemaDDL:
+def compile_models(
+    models_list: Iterable[type[models.Model]], alias: str = DEFAULT_DB_ALIAS
+) -> SchemaDDL:
     """Compile an arbitrary set of models (benchmarks compare a large set against raw DDL)."""
     tables = tuple(_table_ddl(model, alias, with_parts=False) for model in models_list)
     return SchemaDDL(version=0, tables=tables)

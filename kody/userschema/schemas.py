@@ -3,8 +3,10 @@
 Creation is the Durable Object cold start: one transaction that claims the registry row,
 creates the schema and runs the compiled DDL, then writes the owner row. Upgrades compare a
 schema with the models by name and add what is missing, so they are additive and can run
-again after a crash. Everything here takes the registry row lock before touching a schema,
-then the owner row lock, the same order actor calls use, so upgrades and calls never deadlock.
+again after a crash. Lock order everywhere: the schema's owner row (or its tables), then the
+user's registry row — the order an actor call takes them in (``set_alarm`` updates the
+registry row while the call holds its owner row), so upgrades, purges and calls never
+deadlock.
 """
 
 from __future__ import annotations
@@ -182,9 +184,11 @@ def missing_statements(found: Introspection, ddl: SchemaDDL) -> list[str]:
     return [*creates, *extras, *later]
 
 
-def _lock_registry_row(cursor, user_id: str) -> tuple[str, int]:  # type: ignore[no-untyped-def]
+def _registry_row(cursor, user_id: str, *, lock: bool = False) -> tuple[str, int]:  # type: ignore[no-untyped-def]
     cursor.execute(
-        f"SELECT schema_name, version FROM {REGISTRY} WHERE user_id = %s FOR UPDATE", [user_id]
+        f"SELECT schema_name, version FROM {REGISTRY} WHERE user_id = %s"
+        + (" FOR UPDATE" if lock else ""),
+        [user_id],
     )
     row = cursor.fetchone()
     if row is None:
@@ -192,15 +196,20 @@ def _lock_registry_row(cursor, user_id: str) -> tuple[str, int]:  # type: ignore
     return row[0], row[1]
 
 
-def upgrade_schema(user_id: str, *, dry_run: bool = False, using: str = DEFAULT_DB_ALIAS) -> UpgradePlan:
+def upgrade_schema(
+    user_id: str, *, dry_run: bool = False, using: str = DEFAULT_DB_ALIAS
+) -> UpgradePlan:
     """Bring one schema to the current version; returns what was (or would be) done."""
     target = schema_version()
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
-        schema, version = _lock_registry_row(cursor, user_id)
+        schema, version = _registry_row(cursor, user_id)
         if version >= target:
             return UpgradePlan(user_id, schema, version, version, (), ())
-        with user_schema_scope(schema, using):
-            cursor.execute(f"SELECT 1 FROM {OWNER_TABLE} WHERE id = 1 FOR UPDATE")
+        owner_lock = (f"SELECT 1 FROM {OWNER_TABLE} WHERE id = 1 FOR UPDATE", ())
+        with user_schema_scope(schema, using, then=[owner_lock]):
+            schema, version = _registry_row(cursor, user_id, lock=True)
+            if version >= target:  # someone else upgraded it while we waited
+                return UpgradePlan(user_id, schema, version, version, (), ())
             ddl = compile_schema(None, using)
             statements = missing_statements(introspect(cursor, schema, ddl), ddl)
             steps = steps_between(version, target)
@@ -241,12 +250,13 @@ def ensure_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
 def purge_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Drop the user's schema and registry row; True if there was one. Idempotent."""
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {REGISTRY} WHERE user_id = %s RETURNING schema_name", [user_id]
-        )
+        cursor.execute(f"SELECT schema_name FROM {REGISTRY} WHERE user_id = %s", [user_id])
         row = cursor.fetchone()
-        schema = row[0] if row else schema_name_for(user_id)
-        cursor.execute(f"DROP SCHEMA IF EXISTS {quoted(schema)} CASCADE")
+        # Drop first: it waits for in-flight calls, which may still touch the registry row.
+        cursor.execute(
+            f"DROP SCHEMA IF EXISTS {quoted(row[0] if row else schema_name_for(user_id))} CASCADE"
+        )
+        cursor.execute(f"DELETE FROM {REGISTRY} WHERE user_id = %s", [user_id])
     known.forget(user_id)
     return row is not None
 

@@ -26,7 +26,9 @@ from kody.userschema.naming import quoted
 Statement = tuple[str, Sequence[Any]]
 
 
-def _pipelined(connection: BaseDatabaseWrapper, statements: Sequence[Statement]) -> list[list[tuple]]:
+def _pipelined(
+    connection: BaseDatabaseWrapper, statements: Sequence[Statement]
+) -> list[list[tuple]]:
     connection.ensure_connection()
     raw = connection.connection
     with connection.wrap_database_errors:

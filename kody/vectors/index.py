@@ -38,11 +38,15 @@ def _upsert(namespace: str, vector_id: str, embedding: Sequence[float], metadata
     )
 
 
-def upsert(user_id: str, vector_id: str, embedding: Sequence[float], metadata: dict | None = None) -> None:
+def upsert(
+    user_id: str, vector_id: str, embedding: Sequence[float], metadata: dict | None = None
+) -> None:
     _upsert(_owner(user_id), vector_id, embedding, metadata or {})
 
 
-def upsert_builtin(vector_id: str, embedding: Sequence[float], metadata: dict | None = None) -> None:
+def upsert_builtin(
+    vector_id: str, embedding: Sequence[float], metadata: dict | None = None
+) -> None:
     _upsert(BUILTIN_NAMESPACE, vector_id, embedding, metadata or {})
 
 

@@ -65,15 +65,18 @@ def celery_worker(django_db_setup, django_db_blocker, user_schemas_cleanup):  # 
 
     clear_actor_queues()
     queues = [*transport.all_queue_names(), "default"]
-    with django_db_blocker.unblock(), start_worker(
-        app,
-        pool="solo",
-        concurrency=1,
-        queues=queues,
-        perform_ping_check=False,
-        loglevel="WARNING",
-        shutdown_timeout=30,
-    ) as worker:
+    with (
+        django_db_blocker.unblock(),
+        start_worker(
+            app,
+            pool="solo",
+            concurrency=1,
+            queues=queues,
+            perform_ping_check=False,
+            loglevel="WARNING",
+            shutdown_timeout=30,
+        ) as worker,
+    ):
         _wait_for_leases(len(transport.all_queue_names()))
         yield worker
 

@@ -31,7 +31,11 @@ class Probe(Actor):
     def whoami(self) -> dict[str, str]:
         with connection.cursor() as cursor:
             cursor.execute("SELECT current_setting('search_path')")
-            return {"user": self.user_id, "schema": self.schema, "search_path": cursor.fetchone()[0]}
+            return {
+                "user": self.user_id,
+                "schema": self.schema,
+                "search_path": cursor.fetchone()[0],
+            }
 
     def fail(self, message: str) -> None:
         self._bump("execute_calls_per_day")

@@ -26,7 +26,8 @@ def _database_url() -> str:
     db = settings.DATABASES["default"]
     host = quote(str(db["HOST"]), safe="")
     port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{db['USER']}:{quote(db['PASSWORD'] or '')}@{host}{port}/{connection.settings_dict['NAME']}"
+    name = connection.settings_dict["NAME"]
+    return f"postgres://{db['USER']}:{quote(db['PASSWORD'] or '')}@{host}{port}/{name}"
 
 
 def start_worker() -> subprocess.Popen:
@@ -39,9 +40,25 @@ def start_worker() -> subprocess.Popen:
     }
     queues = ",".join(transport.all_queue_names())
     argv = [
-        sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queues, "-P", "solo",
-        "-c", "1", "--include", "tests.kernel.sample_actors", "-l", "WARNING",
-        "--without-mingle", "--without-gossip", "--without-heartbeat",
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "config",
+        "worker",
+        "-Q",
+        queues,
+        "-P",
+        "solo",
+        "-c",
+        "1",
+        "--include",
+        "tests.kernel.sample_actors",
+        "-l",
+        "WARNING",
+        "--without-mingle",
+        "--without-gossip",
+        "--without-heartbeat",
     ]
     return subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, stdout=subprocess.DEVNULL)
 

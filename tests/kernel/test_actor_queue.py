@@ -26,7 +26,7 @@ def consume(user: str, limit: int = 100_000) -> dict:
 
 
 def hammer(users: list[str], threads: int, calls: int) -> dict[str, list[list[int]]]:
-    """Each thread makes ``calls`` calls, cycling over ``users``; returns revisions per user per thread."""
+    """Each thread makes ``calls`` calls cycling over ``users``; revisions per user per thread."""
     seen: dict[str, list[list[int]]] = defaultdict(lambda: [[] for _ in range(threads)])
     errors: list[BaseException] = []
 
@@ -57,7 +57,10 @@ def assert_exact(per_thread: list[list[int]], total: int) -> None:
 def test_eight_threads_times_500_calls_count_exactly_4000(owner_id, celery_worker):
     seen = hammer([owner_id], threads=8, calls=500)
     assert_exact(seen[owner_id], 4000)
-    assert UserMeter.call(owner_id, "read", resource="execute_calls_per_day", day=TODAY)["count"] == 4000
+    assert (
+        UserMeter.call(owner_id, "read", resource="execute_calls_per_day", day=TODAY)["count"]
+        == 4000
+    )
 
 
 def test_two_users_interleaved_stay_exact_per_user(owner_id, outsider_id, celery_worker):
@@ -77,8 +80,11 @@ def test_exceptions_cross_the_queue_with_their_type(owner_id, celery_worker):
 def test_a_forged_message_for_another_users_schema_is_refused(owner_id, outsider_id, celery_worker):
     consume(outsider_id)
     forged = Call(
-        id="forged-1", user_id=owner_id, schema=schema_name_for(outsider_id),
-        actor=UserMeter.name, method="consume",
+        id="forged-1",
+        user_id=owner_id,
+        schema=schema_name_for(outsider_id),
+        actor=UserMeter.name,
+        method="consume",
         kwargs={"resource": "execute_calls_per_day", "day": TODAY, "limit": 9},
     )
     queue = transport.queue_name(transport.shard_for(owner_id))
@@ -102,7 +108,12 @@ def test_the_workers_search_path_is_public_after_a_failed_call(owner_id, celery_
 def test_cast_returns_at_once_and_the_call_still_runs(owner_id, celery_worker):
     key = UserMeter.cast(owner_id, "consume", resource="email_sends_per_day", day=TODAY, limit=5)
     assert isinstance(key, str)
-    assert UserMeter.call(owner_id, "consume", resource="email_sends_per_day", day=TODAY, limit=5)["count"] == 2
+    assert (
+        UserMeter.call(owner_id, "consume", resource="email_sends_per_day", day=TODAY, limit=5)[
+            "count"
+        ]
+        == 2
+    )
 
 
 @override_settings(KODY_ACTOR_SHARDS=64)
@@ -121,7 +132,9 @@ def test_search_path_of_this_process_is_untouched_by_queue_calls(owner_id, celer
         assert cursor.fetchone()[0] == '"$user", public'
 
 
-def test_a_call_may_wait_longer_than_the_redis_clients_default_socket_timeout(owner_id, celery_worker):
+def test_a_call_may_wait_longer_than_the_redis_clients_default_socket_timeout(
+    owner_id, celery_worker
+):
     from kody.actors.transport import client
 
     assert client().connection_pool.connection_kwargs["socket_timeout"] is None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 
 import pytest
 from django.db import connection, transaction
@@ -22,7 +22,9 @@ TODAY = "2026-11-29"
 
 
 def consume(user: str, limit: int = 3, **extra: object) -> dict:
-    return UserMeter.call(user, "consume", resource="execute_calls_per_day", day=TODAY, limit=limit, **extra)
+    return UserMeter.call(
+        user, "consume", resource="execute_calls_per_day", day=TODAY, limit=limit, **extra
+    )
 
 
 def search_path() -> str:
@@ -38,7 +40,9 @@ def test_consume_charges_until_the_limit_then_denies(owner_id, inline_actors):
         (True, 2, 2),
         (False, 2, 2),
     ]
-    assert UserMeter.call(owner_id, "read", resource="execute_calls_per_day", day=TODAY)["count"] == 2
+    assert (
+        UserMeter.call(owner_id, "read", resource="execute_calls_per_day", day=TODAY)["count"] == 2
+    )
 
 
 def test_counters_are_per_user(owner_id, outsider_id, inline_actors):
@@ -51,9 +55,14 @@ def test_cold_bootstrap_prunes_days_older_than_seven(owner_id, inline_actors):
     today = timezone.now().date()
     old, recent = today - timedelta(days=8), today - timedelta(days=7)
     for day in (old, recent):
-        UserMeter.call(owner_id, "consume", resource="job_runs_per_day", day=day.isoformat(), limit=9)
+        UserMeter.call(
+            owner_id, "consume", resource="job_runs_per_day", day=day.isoformat(), limit=9
+        )
     UserMeter.call(owner_id, "consume", resource="job_runs_per_day", day=today.isoformat(), limit=9)
-    read = lambda day: UserMeter.call(owner_id, "read", resource="job_runs_per_day", day=day.isoformat())
+
+    def read(day: date) -> dict:
+        return UserMeter.call(owner_id, "read", resource="job_runs_per_day", day=day.isoformat())
+
     assert read(old)["count"] == 0
     assert read(recent)["count"] == 1
 
@@ -84,8 +93,11 @@ def test_a_call_for_another_users_schema_is_refused(owner_id, outsider_id, inlin
     consume(owner_id)
     consume(outsider_id)
     forged = Call(
-        id="forged", user_id=owner_id, schema=schema_name_for(outsider_id),
-        actor=UserMeter.name, method="consume",
+        id="forged",
+        user_id=owner_id,
+        schema=schema_name_for(outsider_id),
+        actor=UserMeter.name,
+        method="consume",
         kwargs={"resource": "execute_calls_per_day", "day": TODAY, "limit": 9},
     )
     [outcome] = execute([forged])
@@ -116,7 +128,14 @@ def test_search_path_is_restored_inside_a_callers_transaction(owner_id, inline_a
 def test_group_commit_isolates_a_failing_call(owner_id, inline_actors):
     consume(owner_id, limit=99)
     calls = [
-        Call(id=f"c{n}", user_id=owner_id, schema=schema_name_for(owner_id), actor=Probe.name, method=m, args=a)
+        Call(
+            id=f"c{n}",
+            user_id=owner_id,
+            schema=schema_name_for(owner_id),
+            actor=Probe.name,
+            method=m,
+            args=a,
+        )
         for n, (m, a) in enumerate([("bump", []), ("fail", ["no"]), ("bump", [])])
     ]
     outcomes = execute(calls)

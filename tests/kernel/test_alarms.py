@@ -49,7 +49,9 @@ def test_an_alarm_not_yet_due_waits(owner_id, inline_actors):
 
 
 @pytest.mark.queue
-def test_an_alarm_lost_in_the_broker_is_found_on_the_next_tick(owner_id, celery_worker, monkeypatch, settings):
+def test_an_alarm_lost_in_the_broker_is_found_on_the_next_tick(
+    owner_id, celery_worker, monkeypatch, settings
+):
     settings.KODY_ACTORS_INLINE = True
     Probe.call(owner_id, "wake_in", -1)
     settings.KODY_ACTORS_INLINE = False
@@ -76,7 +78,8 @@ def test_the_alarm_sweep_uses_the_partial_index(owner_id, inline_actors):
     with connection.cursor() as cursor:
         cursor.execute("SET enable_seqscan = off")
         cursor.execute(
-            "EXPLAIN SELECT user_id FROM kody_user_schemas WHERE alarm_at <= now() ORDER BY alarm_at LIMIT 10"
+            "EXPLAIN SELECT user_id FROM kody_user_schemas"
+            " WHERE alarm_at <= now() ORDER BY alarm_at LIMIT 10"
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
         cursor.execute("RESET enable_seqscan")

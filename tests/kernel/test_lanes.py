@@ -69,7 +69,8 @@ def test_a_run_logs_one_metrics_line(lanes, caplog, db):
         run_lane("test_metrics")
     [line] = [r.getMessage() for r in caplog.records if "lane=test_metrics" in r.getMessage()]
     assert line.startswith(
-        "lane=test_metrics status=ok attempt=1 batches=2 items=5 budget_exhausted=false duration_ms="
+        "lane=test_metrics status=ok attempt=1 batches=2 items=5 "
+        "budget_exhausted=false duration_ms="
     )
 
 
@@ -92,7 +93,9 @@ def test_retired_and_unknown_lanes_are_no_ops(lanes, caplog, db):
         assert run_lane("no_such_lane") is None
     assert "lane=test_retired status=retired" in caplog.text
     assert "lane=no_such_lane status=unknown" in caplog.text
-    assert "test_retired" not in [lane.name for lane in registry.due_lanes(at(3, 0)) if not lane.retired]
+    assert "test_retired" not in [
+        lane.name for lane in registry.due_lanes(at(3, 0)) if not lane.retired
+    ]
 
 
 def test_the_keyset_cursor_is_stored_in_public(lanes, db):

@@ -51,7 +51,9 @@ def test_actor_models_stay_out_of_django_migrations_and_public():
     global_models = set(apps.get_models())
     assert not global_models & set(actor_models())
     with connection.cursor() as cursor:
-        cursor.execute("SELECT to_regclass('public.daily_counters'), to_regclass('public.actor_owner')")
+        cursor.execute(
+            "SELECT to_regclass('public.daily_counters'), to_regclass('public.actor_owner')"
+        )
         assert cursor.fetchone() == (None, None)
 
 
@@ -80,7 +82,9 @@ def test_a_colliding_schema_name_is_refused(owner_id, outsider_id):
         create_schema(owner_id)
 
 
-def test_purge_drops_schema_and_registry_row_and_is_idempotent(owner_id, outsider_id, inline_actors):
+def test_purge_drops_schema_and_registry_row_and_is_idempotent(
+    owner_id, outsider_id, inline_actors
+):
     for user in (owner_id, outsider_id):
         UserMeter.call(user, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
     schema = schema_name_for(owner_id)
@@ -96,7 +100,9 @@ def test_a_purged_user_gets_a_fresh_schema_on_the_next_call(owner_id, inline_act
     with connection.cursor() as cursor:  # purged behind this process's back: cache is stale
         cursor.execute(f'DROP SCHEMA "{schema_name_for(owner_id)}" CASCADE')
         cursor.execute("DELETE FROM kody_user_schemas WHERE user_id = %s", [owner_id])
-    reading = UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    reading = UserMeter.call(
+        owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5
+    )
     assert reading["count"] == 1
 
 
@@ -110,7 +116,9 @@ def _old_schema(user_id: str) -> str:
 def test_v1_schema_upgrades_lazily_on_first_call(owner_id, inline_actors):
     assert schema_version() >= 2
     schema = _old_schema(owner_id)
-    reading = UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    reading = UserMeter.call(
+        owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5
+    )
     assert reading["revision"] == 1
     assert "revision" in _columns(schema)["daily_counters"]
     assert UserSchema.objects.get(user_id=owner_id).version == schema_version()
@@ -137,7 +145,9 @@ def _index_names(schema: str) -> set[str]:
 def test_upgrade_is_additive_and_idempotent_even_if_partly_applied(owner_id):
     schema = _old_schema(owner_id)
     with connection.cursor() as cursor:  # as if a crash had left the column but not the index
-        cursor.execute(f'ALTER TABLE "{schema}".daily_counters ADD COLUMN revision bigint DEFAULT 0 NOT NULL')
+        cursor.execute(
+            f'ALTER TABLE "{schema}".daily_counters ADD COLUMN revision bigint DEFAULT 0 NOT NULL'
+        )
     plan = upgrade_schema(owner_id)
     daily = next(t for t in compile_schema().tables if t.table == "daily_counters")
     touched = [sql for sql in plan.statements if '"daily_counters"' in sql]

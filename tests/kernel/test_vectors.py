@@ -47,7 +47,10 @@ def test_builtins_only_when_asked_and_metadata_filters(owner_id):
     assert [m.vector_id for m in index.query(owner_id, unit(0))] == ["job:1"]
     found = index.query(owner_id, unit(0), include_builtin=True)
     assert [m.namespace for m in found] == [index.BUILTIN_NAMESPACE, owner_id]
-    assert [m.vector_id for m in index.query(owner_id, unit(0), include_builtin=True, metadata={"kind": "job"})] == ["job:1"]
+    assert [
+        m.vector_id
+        for m in index.query(owner_id, unit(0), include_builtin=True, metadata={"kind": "job"})
+    ] == ["job:1"]
     with pytest.raises(ValueError):
         index.query(index.BUILTIN_NAMESPACE, unit(0))
 

@@ -34,9 +34,9 @@ class Command(BaseCommand):
         last = ""
         while True:
             page = list(
-                stale.filter(user_id__gt=last).order_by("user_id").values_list("user_id", flat=True)[
-                    : options["batch"]
-                ]
+                stale.filter(user_id__gt=last)
+                .order_by("user_id")
+                .values_list("user_id", flat=True)[: options["batch"]]
             )
             if not page:
                 break
