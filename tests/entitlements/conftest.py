@@ -87,7 +87,10 @@ def committed_schemas_dropped(transactional_db: None) -> Iterator[None]:
 
 @pytest.fixture
 def celery_worker(settings, committed_schemas_dropped: None, django_db_blocker) -> Iterator[object]:
-    """A real Celery worker (solo pool, in a thread) draining every shard queue and ``default``."""
+    """A real Celery worker (solo pool, in a thread) draining every actor shard queue.
+
+    Not ``default``: leftover lane tasks from other runs must not run inside these tests.
+    """
     import time
 
     from celery.contrib.testing.worker import start_worker
@@ -99,7 +102,7 @@ def celery_worker(settings, committed_schemas_dropped: None, django_db_blocker) 
     client = transport.client()
     for key in client.scan_iter(match="actors.*"):
         client.delete(key)
-    queues = [*transport.all_queue_names(), "default"]
+    queues = transport.all_queue_names()
     with (
         django_db_blocker.unblock(),
         start_worker(

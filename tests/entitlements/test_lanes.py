@@ -40,7 +40,15 @@ def test_lanes_are_registered_with_their_cadence():
 # --- storage reconciliation ---------------------------------------------------------------------
 
 
-def test_reconcile_walks_users_in_bounded_slices_and_wraps(owner, outsider, operator):
+@pytest.fixture
+def cursor_at_start() -> None:
+    # A row may survive from a lane that a worker ran in an earlier transactional test.
+    D1StorageReconcileCursor.objects.update_or_create(singleton=1, defaults={"position": ""})
+
+
+def test_reconcile_walks_users_in_bounded_slices_and_wraps(
+    owner, outsider, operator, cursor_at_start
+):
     instructions = model("packages.McpUserServerInstructions")
     for user in (owner, outsider, operator):
         instructions.objects.create(user_id=user.stable_user_id, instructions="x" * 100)
@@ -56,7 +64,7 @@ def test_reconcile_walks_users_in_bounded_slices_and_wraps(owner, outsider, oper
         assert UserMeter.call(uid, "read_storage_bytes")["bytes"] >= 100
 
 
-def test_reconcile_skips_users_with_nothing_stored_and_no_meter(owner):
+def test_reconcile_skips_users_with_nothing_stored_and_no_meter(owner, cursor_at_start):
     reconcile.reconcile_next(10)
     assert not UserSchema.objects.filter(user_id=owner.stable_user_id).exists()
 
@@ -68,8 +76,7 @@ def test_reconcile_corrects_a_drifted_meter(owner):
     assert reconcile.reconcile_user(owner.stable_user_id) is False
 
 
-def test_a_second_runner_cannot_claim_the_same_slice(owner, outsider):
-    D1StorageReconcileCursor.objects.create(singleton=1, position="")
+def test_a_second_runner_cannot_claim_the_same_slice(owner, outsider, cursor_at_start):
     with mock.patch.object(
         D1StorageReconcileCursor.objects,
         "get_or_create",
