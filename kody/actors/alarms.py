@@ -12,6 +12,7 @@ import logging
 from datetime import datetime
 
 from django.db import connections, transaction
+from django.db.models import Q
 
 from kody.actors.base import Actor, actor_named, sync_registry_alarm
 from kody.actors.errors import UnknownActor
@@ -64,7 +65,7 @@ def due_alarms(
     rows = UserSchema.objects.filter(alarm_at__lte=now)
     if after is not None:
         at, user_id = after
-        rows = rows.filter(alarm_at__gt=at) | rows.filter(alarm_at=at, user_id__gt=user_id)
+        rows = rows.filter(Q(alarm_at__gt=at) | Q(alarm_at=at, user_id__gt=user_id))
     return list(rows.order_by("alarm_at", "user_id").values_list("user_id", "alarm_at")[:limit])
 
 

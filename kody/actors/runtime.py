@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
+from django.db.backends.utils import CursorWrapper
 from django.db.utils import ProgrammingError
 
 from kody.actors.base import CallContext, actor_named, method_of
@@ -146,7 +147,7 @@ def _invoke(call: Call, using: str, *, savepoints: bool) -> Outcome:
         return Outcome.failure(exc)
 
 
-def _record(cursor, fresh: list[tuple[Call, Outcome]]) -> None:  # type: ignore[no-untyped-def]
+def _record(cursor: CursorWrapper, fresh: list[tuple[Call, Outcome]]) -> None:
     if not fresh:
         return
     rows = ", ".join(["(%s, %s, %s, %s::jsonb, now())"] * len(fresh))
@@ -184,7 +185,7 @@ class _PruneClock:
 _prune_clock = _PruneClock()
 
 
-def _maybe_prune(cursor, user_id: str) -> None:  # type: ignore[no-untyped-def]
+def _maybe_prune(cursor: CursorWrapper, user_id: str) -> None:
     if _prune_clock.due(user_id):
         cursor.execute(
             "DELETE FROM actor_calls WHERE created_at < now() - %s", [CALL_RECORD_RETENTION]

@@ -69,7 +69,6 @@ class ShardConsumer(threading.Thread):
         self.redis = transport.client()
         self.drain = self.redis.register_script(_DRAIN)
         self.release = self.redis.register_script(_RELEASE)
-        self.ready = threading.Event()
 
     def run(self) -> None:
         from django.db import connections
@@ -91,7 +90,6 @@ class ShardConsumer(threading.Thread):
             if self.redis.get(self.lease) != self.token.encode():
                 self.stopping.wait(min(1.0, self.lease_ms / 3000))
                 return
-        self.ready.set()
         pending = [bytes(item) for item in reversed(self.redis.lrange(self.inflight, 0, -1))]
         if pending:
             log.info("shard %s: resuming %d in-flight call(s)", self.shard, len(pending))
@@ -165,10 +163,11 @@ class ShardDrain(bootsteps.StartStopStep):
         from kody.actors.transport import shard_of_queue
 
         queues = worker.app.amqp.queues
-        names = [name for name in list(queues.consume_from) if shard_of_queue(name) is not None]
-        if names:
-            queues.deselect(names)
-        self.shards = sorted(shard_of_queue(name) for name in names)  # type: ignore[type-var]
+        shards = {name: shard_of_queue(name) for name in list(queues.consume_from)}
+        mine = {name: shard for name, shard in shards.items() if shard is not None}
+        if mine:
+            queues.deselect(list(mine))
+        self.shards = sorted(mine.values())
         self.stopping = threading.Event()
         self.threads: list[ShardConsumer] = []
 

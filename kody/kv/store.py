@@ -34,7 +34,12 @@ def get_json(key: str) -> Any:
 def put(key: str, value: bytes | str, *, ttl: timedelta | None = None) -> None:
     data = value.encode() if isinstance(value, str) else value
     expires_at = timezone.now() + ttl if ttl is not None else None
-    KvEntry.objects.update_or_create(key=key, defaults={"value": data, "expires_at": expires_at})
+    KvEntry.objects.bulk_create(
+        [KvEntry(key=key, value=data, expires_at=expires_at)],
+        update_conflicts=True,
+        unique_fields=["key"],
+        update_fields=["value", "expires_at", "updated_at"],
+    )
 
 
 def put_json(key: str, value: Any, *, ttl: timedelta | None = None) -> None:

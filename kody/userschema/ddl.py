@@ -9,12 +9,13 @@ makes one compiled script serve every user.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from django.apps.registry import Apps
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from django.db.migrations.state import ModelState
 
 from kody.userschema.actor_models import ActorModel, actor_models, schema_version
@@ -47,7 +48,7 @@ class SchemaDDL:
         return "\n".join(self.create_statements)
 
 
-def _collect(alias: str, build: callable) -> list[str]:  # type: ignore[valid-type]
+def _collect(alias: str, build: Callable[[BaseDatabaseSchemaEditor], None]) -> list[str]:
     connection = connections[alias]
     connection.ensure_connection()
     with connection.schema_editor(collect_sql=True, atomic=False) as editor:

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.backends.utils import CursorWrapper
 
 from kody.userschema.actor_models import schema_version
 from kody.userschema.ddl import SchemaDDL, compile_schema
@@ -127,7 +128,7 @@ def create_schema(
     return schema
 
 
-def _existing_or_collision(cursor, user_id: str, schema: str) -> str:  # type: ignore[no-untyped-def]
+def _existing_or_collision(cursor: CursorWrapper, user_id: str, schema: str) -> str:
     cursor.execute(f"SELECT schema_name FROM {REGISTRY} WHERE user_id = %s", [user_id])
     row = cursor.fetchone()
     if row is None:
@@ -135,7 +136,7 @@ def _existing_or_collision(cursor, user_id: str, schema: str) -> str:  # type: i
     return row[0]
 
 
-def introspect(cursor, schema: str, ddl: SchemaDDL | None = None) -> Introspection:  # type: ignore[no-untyped-def]
+def introspect(cursor: CursorWrapper, schema: str, ddl: SchemaDDL | None = None) -> Introspection:
     """Which of the DDL's tables, columns, indexes and constraints exist in ``schema``.
 
     Asks by name, so every lookup uses a catalog index: with thousands of user schemas a scan
@@ -184,7 +185,7 @@ def missing_statements(found: Introspection, ddl: SchemaDDL) -> list[str]:
     return [*creates, *extras, *later]
 
 
-def _registry_row(cursor, user_id: str, *, lock: bool = False) -> tuple[str, int]:  # type: ignore[no-untyped-def]
+def _registry_row(cursor: CursorWrapper, user_id: str, *, lock: bool = False) -> tuple[str, int]:
     cursor.execute(
         f"SELECT schema_name, version FROM {REGISTRY} WHERE user_id = %s"
         + (" FOR UPDATE" if lock else ""),

@@ -31,10 +31,18 @@ def _owner(user_id: str) -> str:
 
 
 def _upsert(namespace: str, vector_id: str, embedding: Sequence[float], metadata: dict) -> None:
-    VectorEntry.objects.update_or_create(
+    row = VectorEntry(
         namespace=namespace,
         vector_id=vector_id,
-        defaults={"owner_user_id": namespace, "embedding": list(embedding), "metadata": metadata},
+        owner_user_id=namespace,
+        embedding=list(embedding),
+        metadata=metadata,
+    )
+    VectorEntry.objects.bulk_create(
+        [row],
+        update_conflicts=True,
+        unique_fields=["namespace", "vector_id"],
+        update_fields=["owner_user_id", "embedding", "metadata", "updated_at"],
     )
 
 

@@ -167,3 +167,20 @@ def test_dry_run_reports_and_changes_nothing(owner_id, capsys):
 def test_ensure_schema_is_cached_after_commit(owner_id):
     schema = ensure_schema(owner_id)
     assert known.get(owner_id) == schema
+
+
+def test_a_data_step_runs_once_per_schema_inside_the_upgrade(owner_id, monkeypatch):
+    from kody.userschema import upgrades
+
+    ran: list[str] = []
+
+    def backfill(cursor) -> None:  # type: ignore[no-untyped-def]
+        cursor.execute("SELECT current_setting('search_path')")
+        ran.append(cursor.fetchone()[0])
+
+    step = upgrades.UpgradeStep(version=schema_version(), name="tests.backfill", run=backfill)
+    monkeypatch.setitem(upgrades._steps, step.name, step)
+    _old_schema(owner_id)
+    assert "tests.backfill" in upgrade_schema(owner_id).steps
+    assert upgrade_schema(owner_id).steps == ()
+    assert ran == [f"{schema_name_for(owner_id)}, public"]
