@@ -116,16 +116,43 @@ def create_schema(
         )
         if cursor.fetchone() is None:
             return _existing_or_collision(cursor, user_id, schema)
-        with user_schema_scope(schema, using):
-            # search_path may name a schema before it exists; the CREATE makes it live.
-            cursor.execute(f"CREATE SCHEMA {quoted(schema)};\n{ddl.create_script}")
-            cursor.execute(
-                f"INSERT INTO {OWNER_TABLE} (id, owner_id, created_at) VALUES (1, %s, now())",
-                [user_id],
-            )
+        orphan = _schema_exists(cursor, schema)
+        if orphan:
+            _adopt_orphan(cursor, user_id, schema)
+        else:
+            with user_schema_scope(schema, using):
+                # search_path may name a schema before it exists; the CREATE makes it live.
+                cursor.execute(f"CREATE SCHEMA {quoted(schema)};\n{ddl.create_script}")
+                cursor.execute(
+                    f"INSERT INTO {OWNER_TABLE} (id, owner_id, created_at) VALUES (1, %s, now())",
+                    [user_id],
+                )
+    if orphan:
+        return upgrade_schema(user_id, using=using).schema
     if ddl.version == schema_version():
         _remember_after_commit(user_id, schema, using)
     return schema
+
+
+def _schema_exists(cursor: CursorWrapper, schema: str) -> bool:
+    cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema])
+    return cursor.fetchone() is not None
+
+
+def _adopt_orphan(cursor: CursorWrapper, user_id: str, schema: str) -> None:
+    """Re-register a schema that outlived its registry row (a partial restore, a flushed test
+    database). It is recorded at version 1 so the additive, idempotent upgrade path brings it
+    to the current version; its owner row must name this user, or it is someone else's."""
+    cursor.execute("SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                   " WHERE n.nspname = %s AND c.relname = %s", [schema, OWNER_TABLE])
+    owner = None
+    if cursor.fetchone() is not None:
+        cursor.execute(f"SELECT owner_id FROM {quoted(schema)}.{OWNER_TABLE} WHERE id = 1")
+        row = cursor.fetchone()
+        owner = row[0] if row else None
+    if owner != user_id:
+        raise SchemaNameCollision(f"schema {schema} exists but is not owned by this user")
+    cursor.execute(f"UPDATE {REGISTRY} SET version = 1 WHERE user_id = %s", [user_id])
 
 
 def _existing_or_collision(cursor: CursorWrapper, user_id: str, schema: str) -> str:

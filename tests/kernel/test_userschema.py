@@ -82,6 +82,32 @@ def test_a_colliding_schema_name_is_refused(owner_id, outsider_id):
         create_schema(owner_id)
 
 
+def test_a_schema_that_lost_its_registry_row_is_adopted_with_its_data(owner_id, inline_actors):
+    UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    UserSchema.objects.filter(user_id=owner_id).delete()  # e.g. a flushed or partly restored db
+    known.clear()
+
+    assert create_schema(owner_id) == schema_name_for(owner_id)
+    row = UserSchema.objects.get(user_id=owner_id)
+    assert row.version == schema_version()
+    # The counter survived adoption: the next charge continues from it.
+    result = UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    assert result["count"] == 2
+
+
+def test_an_orphan_schema_owned_by_someone_else_is_not_adopted(owner_id, outsider_id):
+    create_schema(owner_id)
+    UserSchema.objects.filter(user_id=owner_id).delete()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE "{schema_name_for(owner_id)}".actor_owner SET owner_id = %s', [outsider_id]
+        )
+    known.clear()
+    with pytest.raises(SchemaNameCollision):
+        create_schema(owner_id)
+    assert not UserSchema.objects.filter(user_id=owner_id).exists()
+
+
 def test_purge_drops_schema_and_registry_row_and_is_idempotent(
     owner_id, outsider_id, inline_actors
 ):
