@@ -15,3 +15,36 @@ class LaneCursor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.lane}@{self.position}"
+
+
+class LaneRunStatus(models.TextChoices):
+    OK = "ok"
+    FAILED = "failed"
+    RETRYING = "retrying"
+
+
+class LaneRunRecord(models.Model):
+    """The last run of each lane, for the operator health page: one row per lane name, written
+    by the runner with one upsert when a run starts and one when it ends. It holds counters and
+    an exception class name only, never a message (messages can carry user content)."""
+
+    lane = models.CharField(max_length=100, primary_key=True)
+    last_started_at = models.DateTimeField(null=True, blank=True)
+    last_finished_at = models.DateTimeField(null=True, blank=True)
+    last_status = models.CharField(
+        max_length=10, choices=LaneRunStatus.choices, blank=True, default="", db_default=""
+    )
+    last_items = models.BigIntegerField(default=0, db_default=0)
+    last_batches = models.IntegerField(default=0, db_default=0)
+    last_duration_ms = models.BigIntegerField(null=True, blank=True)
+    last_budget_exhausted = models.BooleanField(default=False, db_default=False)
+    last_error_class = models.CharField(max_length=200, blank=True, default="", db_default="")
+    consecutive_failures = models.IntegerField(default=0, db_default=0)
+    # Counted when a run starts, so a run that died without finishing still shows up.
+    total_runs = models.BigIntegerField(default=0, db_default=0)
+
+    class Meta:
+        db_table = "kody_lane_runs"
+
+    def __str__(self) -> str:
+        return f"{self.lane}: {self.last_status or 'never finished'}"

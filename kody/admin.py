@@ -1,0 +1,47 @@
+"""The admin's "System health" page (/admin/health/) and its JSON twin (/admin/health.json).
+
+Both are staff-only and content-free (see ``kody.health``). They are added in front of the
+default admin site's URLs rather than through a custom AdminSite, so every app's
+``admin.register`` keeps working unchanged.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import URLPattern, URLResolver, path
+from django.views.decorators.cache import never_cache
+
+from kody import health
+
+
+def health_view(request: HttpRequest) -> HttpResponse:
+    context = {
+        **admin.site.each_context(request),
+        "title": "System health",
+        "report": health.report(),
+    }
+    return render(request, "admin/health.html", context)
+
+
+@never_cache
+def health_json_view(request: HttpRequest) -> JsonResponse:
+    # A monitoring client cannot follow a login redirect: answer 403 instead.
+    if not admin.site.has_permission(request):
+        return JsonResponse({"error": "forbidden"}, status=403)
+    return JsonResponse(health.report())
+
+
+_default_get_urls = admin.site.get_urls
+
+
+def _get_urls() -> list[URLPattern | URLResolver]:
+    return [
+        path("health/", admin.site.admin_view(health_view), name="kody_health"),
+        path("health.json", health_json_view, name="kody_health_json"),
+        *_default_get_urls(),
+    ]
+
+
+admin.site.get_urls = _get_urls  # type: ignore[method-assign]
