@@ -18,26 +18,7 @@ from django.utils import timezone
 
 from apps.accounts import models as m
 from apps.accounts.models.users import normalize_email, stable_user_id_for
-
-
-class ReadOnlyModelAdmin(admin.ModelAdmin):
-    """View-only admin: every concrete column except ``exclude`` is shown read-only."""
-
-    allow_delete = False
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.allow_delete and super().has_delete_permission(request, obj)
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        hidden = set(self.exclude or ())
-        return [f.name for f in self.model._meta.concrete_fields if f.name not in hidden]
-
+from kody.adminkit import ReadOnlyModelAdmin
 
 # --- users ----------------------------------------------------------------------------------
 

@@ -3,20 +3,9 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.http import HttpRequest
 
 from apps.community import models as m
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
+from kody.adminkit import ReadOnlyModelAdmin
 
 
 @admin.register(m.CommunityListing)
@@ -49,26 +38,26 @@ class CommunityBanAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.CommunityStar)
-class CommunityStarAdmin(ReadOnlyAdmin):
+class CommunityStarAdmin(ReadOnlyModelAdmin):
     list_display = ("listing_id", "user_id", "created_at")
     search_fields = ("listing_id", "user_id")
 
 
 @admin.register(m.CommunityActivityEvent)
-class CommunityActivityEventAdmin(ReadOnlyAdmin):
+class CommunityActivityEventAdmin(ReadOnlyModelAdmin):
     list_display = ("event_type", "listing_id", "actor_user_id", "created_at")
     list_filter = ("event_type",)
     search_fields = ("listing_id", "actor_user_id")
 
 
 @admin.register(m.CommunityFork)
-class CommunityForkAdmin(ReadOnlyAdmin):
+class CommunityForkAdmin(ReadOnlyModelAdmin):
     list_display = ("listing_kody_id", "target_kody_id", "forker_user_id", "actor", "adopted_at")
     list_filter = ("actor",)
     search_fields = ("listing_id", "forker_user_id", "forked_package_id")
 
 
 @admin.register(m.UserFollow)
-class UserFollowAdmin(ReadOnlyAdmin):
+class UserFollowAdmin(ReadOnlyModelAdmin):
     list_display = ("follower_user_id", "followee_user_id", "created_at")
     search_fields = ("follower_user_id", "followee_user_id")

@@ -8,8 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path
 
-from apps.accounts.admin import ReadOnlyModelAdmin
 from apps.entitlements import models as m
+from kody.adminkit import ReadOnlyModelAdmin
 
 
 @admin.register(m.UsageRollup)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from apps.accounts.admin import ReadOnlyModelAdmin
 from apps.jobs import models as m
+from kody.adminkit import ReadOnlyModelAdmin
 
 
 @admin.register(m.Job)

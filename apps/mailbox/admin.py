@@ -7,20 +7,9 @@ Indexes derived from that actor (provider index, repair/due owners) are read-onl
 from __future__ import annotations
 
 from django.contrib import admin
-from django.http import HttpRequest
 
 from apps.mailbox import models as m
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
+from kody.adminkit import ReadOnlyModelAdmin
 
 
 class InboxAddressInline(admin.TabularInline):
@@ -59,30 +48,30 @@ class EmailSenderRuleAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.EmailOutboundProviderIndex)
-class EmailOutboundProviderIndexAdmin(ReadOnlyAdmin):
+class EmailOutboundProviderIndexAdmin(ReadOnlyModelAdmin):
     list_display = ("provider", "provider_message_id", "user_id", "message_id", "created_at")
     list_filter = ("provider",)
     search_fields = ("provider_message_id", "message_id", "user_id")
 
 
 @admin.register(m.EmailOutboundProviderIndexRepairOwner)
-class EmailOutboundProviderIndexRepairOwnerAdmin(ReadOnlyAdmin):
+class EmailOutboundProviderIndexRepairOwnerAdmin(ReadOnlyModelAdmin):
     list_display = ("user_id", "pending_count", "oldest_pending_at")
     search_fields = ("user_id",)
 
 
 @admin.register(m.EmailInboundDueOwner)
-class EmailInboundDueOwnerAdmin(ReadOnlyAdmin):
+class EmailInboundDueOwnerAdmin(ReadOnlyModelAdmin):
     list_display = ("user_id", "due_at", "reason", "attempt_count")
     search_fields = ("user_id",)
 
 
 @admin.register(m.EmailDeliveryAlertEvent)
-class EmailDeliveryAlertEventAdmin(ReadOnlyAdmin):
+class EmailDeliveryAlertEventAdmin(ReadOnlyModelAdmin):
     list_display = ("provider_event_id", "provider", "event_type", "occurred_at")
     list_filter = ("event_type", "provider")
 
 
 @admin.register(m.EmailUserGraphAuthority)
-class EmailUserGraphAuthorityAdmin(ReadOnlyAdmin):
+class EmailUserGraphAuthorityAdmin(ReadOnlyModelAdmin):
     list_display = ("id", "owner_count", "frozen_at", "dropped_at")

@@ -7,28 +7,9 @@ form and list. Thin indexes of state that is authoritative elsewhere are read-on
 from __future__ import annotations
 
 from django.contrib import admin
-from django.http import HttpRequest
 
 from apps.packages import models as m
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-
-class NoAddAdmin(admin.ModelAdmin):
-    """Rows that carry a credential are minted by services, never typed into a form."""
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
+from kody.adminkit import NoAddModelAdmin, ReadOnlyModelAdmin
 
 # --- MCP and memories --------------------------------------------------------------------
 
@@ -85,7 +66,7 @@ class SecretBucketAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.SecretEntry)
-class SecretEntryAdmin(NoAddAdmin):
+class SecretEntryAdmin(NoAddModelAdmin):
     exclude = ("encrypted_value", "lookup_hash")
     list_display = ("name", "bucket_id", "expires_at", "updated_at")
     search_fields = ("name", "bucket__user_id")
@@ -109,7 +90,7 @@ class SecretProviderGrantAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.UserOauthApp)
-class UserOauthAppAdmin(NoAddAdmin):
+class UserOauthAppAdmin(NoAddModelAdmin):
     exclude = ("client_secret_encrypted",)
     list_display = ("slug", "user_id", "provider", "flow", "updated_at")
     list_filter = ("flow",)
@@ -117,7 +98,7 @@ class UserOauthAppAdmin(NoAddAdmin):
 
 
 @admin.register(m.UserIntegration)
-class UserIntegrationAdmin(NoAddAdmin):
+class UserIntegrationAdmin(NoAddModelAdmin):
     exclude = ("access_token_encrypted", "refresh_token_encrypted")
     list_display = ("name", "user_id", "app_slug", "platform_app", "connected_at")
     search_fields = ("user_id", "name", "app_slug")
@@ -137,7 +118,7 @@ class UserOpenapiBindingOperationAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.RemoteConnectorSetting)
-class RemoteConnectorSettingAdmin(NoAddAdmin):
+class RemoteConnectorSettingAdmin(NoAddModelAdmin):
     exclude = ("encrypted_shared_secret",)
     list_display = ("instance_id", "user_id", "enabled", "attached", "updated_at")
     list_filter = ("enabled", "attached")
@@ -155,7 +136,7 @@ class EntitySourceAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.EntitySourceArtifactsPushSubscription)
-class EntitySourceArtifactsPushSubscriptionAdmin(ReadOnlyAdmin):
+class EntitySourceArtifactsPushSubscriptionAdmin(ReadOnlyModelAdmin):
     list_display = ("source_id", "user_id", "repo_id", "subscription_id")
     search_fields = ("source_id", "user_id", "repo_id")
 
@@ -174,7 +155,7 @@ class SavedPackageAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.SavedPackageSearchIndexDebt)
-class SavedPackageSearchIndexDebtAdmin(ReadOnlyAdmin):
+class SavedPackageSearchIndexDebtAdmin(ReadOnlyModelAdmin):
     list_display = ("package_id", "user_id", "generation", "updated_at")
     search_fields = ("package_id", "user_id")
 
@@ -186,7 +167,7 @@ class PackageKodyIdRedirectAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.PublishedBundleArtifact)
-class PublishedBundleArtifactAdmin(ReadOnlyAdmin):
+class PublishedBundleArtifactAdmin(ReadOnlyModelAdmin):
     list_display = ("source_id", "artifact_kind", "artifact_name", "entry_point", "created_at")
     list_filter = ("artifact_kind",)
     search_fields = ("user_id", "source_id", "published_commit")
@@ -196,7 +177,7 @@ class PublishedBundleArtifactAdmin(ReadOnlyAdmin):
 
 
 @admin.register(m.PackageInvocationToken)
-class PackageInvocationTokenAdmin(NoAddAdmin):
+class PackageInvocationTokenAdmin(NoAddModelAdmin):
     exclude = ("token_hash",)
     list_display = ("name", "user_id", "package_id", "last_used_at", "revoked_at")
     search_fields = ("user_id", "name", "package_id")
@@ -216,7 +197,7 @@ class PackageShareGrantAdmin(admin.ModelAdmin):
 
 
 @admin.register(m.WebhookEndpoint)
-class WebhookEndpointAdmin(NoAddAdmin):
+class WebhookEndpointAdmin(NoAddModelAdmin):
     exclude = ("url_secret_hash", "url_secret_encrypted")
     list_display = ("webhook_name", "package_id", "user_id", "enabled", "rotated_at")
     list_filter = ("enabled",)
@@ -227,14 +208,14 @@ class WebhookEndpointAdmin(NoAddAdmin):
 
 
 @admin.register(m.PackageCodemodRun)
-class PackageCodemodRunAdmin(ReadOnlyAdmin):
+class PackageCodemodRunAdmin(ReadOnlyModelAdmin):
     list_display = ("id", "codemod_id", "mode", "status", "initiated_by_user_id", "created_at")
     list_filter = ("mode", "status")
     search_fields = ("id", "codemod_id")
 
 
 @admin.register(m.PackageCodemodRunItem)
-class PackageCodemodRunItemAdmin(ReadOnlyAdmin):
+class PackageCodemodRunItemAdmin(ReadOnlyModelAdmin):
     list_display = ("run_id", "kody_id", "user_id", "status", "after_commit")
     list_filter = ("status",)
     search_fields = ("run_id", "user_id", "package_id")
@@ -244,37 +225,37 @@ class PackageCodemodRunItemAdmin(ReadOnlyAdmin):
 
 
 @admin.register(m.PackageServiceState)
-class PackageServiceStateAdmin(ReadOnlyAdmin):
+class PackageServiceStateAdmin(ReadOnlyModelAdmin):
     list_display = ("package_id", "service_name", "user_id", "status", "started_at")
     list_filter = ("status",)
     search_fields = ("user_id", "package_id", "service_name")
 
 
 @admin.register(m.AgentPackageConversationUse)
-class AgentPackageConversationUseAdmin(ReadOnlyAdmin):
+class AgentPackageConversationUseAdmin(ReadOnlyModelAdmin):
     list_display = ("package_id", "conversation_id", "user_id", "last_used_at")
     search_fields = ("user_id", "package_id")
 
 
 @admin.register(m.UserStorageBucket)
-class UserStorageBucketAdmin(ReadOnlyAdmin):
+class UserStorageBucketAdmin(ReadOnlyModelAdmin):
     list_display = ("storage_id", "user_id", "kind", "estimated_bytes", "last_seen_at")
     list_filter = ("kind",)
     search_fields = ("user_id", "storage_id")
 
 
 @admin.register(m.RepoSessionDueOwner)
-class RepoSessionDueOwnerAdmin(ReadOnlyAdmin):
+class RepoSessionDueOwnerAdmin(ReadOnlyModelAdmin):
     list_display = ("user_id", "due_at")
     search_fields = ("user_id",)
 
 
 @admin.register(m.RepoSessionStorageBucketCursor)
-class RepoSessionStorageBucketCursorAdmin(ReadOnlyAdmin):
+class RepoSessionStorageBucketCursorAdmin(ReadOnlyModelAdmin):
     list_display = ("id", "position", "updated_at")
 
 
 @admin.register(m.VectorEmbedFingerprint)
-class VectorEmbedFingerprintAdmin(ReadOnlyAdmin):
+class VectorEmbedFingerprintAdmin(ReadOnlyModelAdmin):
     list_display = ("vector_id", "user_id", "updated_at")
     search_fields = ("user_id", "vector_id")

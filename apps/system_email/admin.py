@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from apps.accounts.admin import ReadOnlyModelAdmin
 from apps.system_email import models as m
+from kody.adminkit import ReadOnlyModelAdmin
 
 # Lease and finalization tokens fence concurrent workers; showing them invites misuse.
 _LEASE_TOKENS = (
