@@ -12,7 +12,9 @@ def bucket_storage(
     name: str, *, use_s3: bool, endpoint_url: str, bucket_prefix: str, var_dir: Path
 ) -> dict[str, Any]:
     # Avatars live inside the community-assets bucket under ``user-avatars/`` (seed key format).
-    bucket, location = ("community_assets", "user-avatars") if name == "user_avatars" else (name, "")
+    bucket, location = (
+        ("community_assets", "user-avatars") if name == "user_avatars" else (name, "")
+    )
     if use_s3:
         return {
             "BACKEND": "storages.backends.s3.S3Storage",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 
-
 def _is_audit(model: Any) -> bool:
     return getattr(model._meta, "db_table", "") == "audit_events"
 
@@ -22,7 +21,9 @@ class AuditRouter:
             return _is_audit(obj1) and _is_audit(obj2)
         return None
 
-    def allow_migrate(self, db: str, app_label: str, model_name: str | None = None, **hints: Any) -> bool:
+    def allow_migrate(
+        self, db: str, app_label: str, model_name: str | None = None, **hints: Any
+    ) -> bool:
         model = hints.get("model")
         if model is not None and _is_audit(model):
             return db == "audit"

@@ -179,7 +179,9 @@ CELERY_BEAT_SCHEDULE = {
 S3_ENDPOINT_URL = envstr("KODY_S3_ENDPOINT_URL")
 S3_BUCKET_PREFIX = envstr("KODY_S3_BUCKET_PREFIX", "kody-")
 # ``s3`` uses AWS credentials from the usual boto3 sources (AWS_ACCESS_KEY_ID, roles, ...).
-KODY_STORAGE = envchoice("KODY_STORAGE", "s3" if S3_ENDPOINT_URL else "filesystem", ("filesystem", "s3"))
+KODY_STORAGE = envchoice(
+    "KODY_STORAGE", "s3" if S3_ENDPOINT_URL else "filesystem", ("filesystem", "s3")
+)
 USE_S3 = KODY_STORAGE == "s3"
 
 STORAGES = {

@@ -26,7 +26,8 @@ from kody.adminkit import ReadOnlyModelAdmin
 class UserChangeForm(forms.ModelForm):
     class Meta:
         model = m.User
-        exclude = ("password",)
+        # The admin chooses what to show through fieldsets; the form only must never carry the hash.
+        exclude = ("password",)  # noqa: DJ006
 
 
 _STAMPS = (

@@ -156,9 +156,7 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
     TableTarget("user_oauth_apps", Match.USER_ID, redact=("client_secret_encrypted",)),
     TableTarget("user_openapi_binding_operations", Match.USER_ID),
     TableTarget("user_openapi_bindings", Match.USER_ID),
-    TableTarget(
-        "remote_connector_settings", Match.USER_ID, redact=("encrypted_shared_secret",)
-    ),
+    TableTarget("remote_connector_settings", Match.USER_ID, redact=("encrypted_shared_secret",)),
     TableTarget("mcp_server_settings", Match.USER_ID),
     TableTarget("published_bundle_artifacts", Match.USER_ID),
     TableTarget("repo_session_due_owners", Match.USER_ID, export=False),
@@ -411,6 +409,8 @@ def target_tables() -> set[str]:
 
 
 def declared_tables() -> set[str]:
-    return target_tables() | {t.table for t in OPERATOR_OWNED_TABLES} | {
-        t.table for t in GLOBAL_TABLES
-    }
+    return (
+        target_tables()
+        | {t.table for t in OPERATOR_OWNED_TABLES}
+        | {t.table for t in GLOBAL_TABLES}
+    )

@@ -273,8 +273,12 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def _connections(
-    request: HttpRequest, form: forms.CreateTokenForm, *, created: Any = None,
-    plaintext: str | None = None, status: int = 200,
+    request: HttpRequest,
+    form: forms.CreateTokenForm,
+    *,
+    created: Any = None,
+    plaintext: str | None = None,
+    status: int = 200,
 ) -> HttpResponse:
     context = {
         "tokens": tokens.list_tokens(_user(request)),

@@ -76,7 +76,8 @@ class CommunityListing(models.Model):
         ]
         indexes = [
             models.Index(
-                fields=["status", "category", "published_at"], name="community_listings_browse_ix",
+                fields=["status", "category", "published_at"],
+                name="community_listings_browse_ix",
             ),
             models.Index(fields=["featured_at"], name="community_listings_feat_ix"),
         ]
@@ -130,7 +131,9 @@ class CommunityReport(models.Model):
     reporter_user_id = stable_user_id(db_index=True)
     reason = models.TextField()
     status = models.CharField(
-        max_length=16, choices=ReportStatus.choices, default=ReportStatus.OPEN,
+        max_length=16,
+        choices=ReportStatus.choices,
+        default=ReportStatus.OPEN,
     )
     resolved_by_user_id = stable_user_id(null=True, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
@@ -205,7 +208,8 @@ class CommunityActivityEvent(models.Model):
         ]
         indexes = [
             models.Index(
-                fields=["actor_user_id", "created_at"], name="community_activity_actor_ix",
+                fields=["actor_user_id", "created_at"],
+                name="community_activity_actor_ix",
             ),
             models.Index(fields=["created_at"], name="community_activity_created_ix"),
         ]
@@ -244,7 +248,8 @@ class CommunityFork(models.Model):
         ]
         indexes = [
             models.Index(
-                fields=["forked_package_id", "forker_user_id"], name="community_forks_pkg_ix",
+                fields=["forked_package_id", "forker_user_id"],
+                name="community_forks_pkg_ix",
             ),
             models.Index(fields=["forker_user_id", "created_at"], name="community_forks_forker_ix"),
         ]

@@ -119,7 +119,8 @@ class EmailSenderRule(models.Model):
         db_table = "email_sender_rules"
         constraints = [
             models.UniqueConstraint(
-                fields=["user_id", "kind", "value"], name="email_sender_rules_uq",
+                fields=["user_id", "kind", "value"],
+                name="email_sender_rules_uq",
             ),
             models.CheckConstraint(
                 condition=Q(kind__in=SenderRuleKind.values), name="email_sender_rules_kind_valid"

@@ -26,7 +26,7 @@ def list_prefix(name: str, prefix: str) -> Iterator[str]:
     if _is_s3(storage):
         location = storage.location.rstrip("/") + "/" if storage.location else ""
         for obj in storage.bucket.objects.filter(Prefix=location + prefix):
-            yield obj.key[len(location):]
+            yield obj.key[len(location) :]
         return
     assert isinstance(storage, FileSystemStorage)
     root = storage.location

@@ -37,7 +37,7 @@ def email_attachment_key(user_id: str, message_id: str, attachment_id: str) -> s
 
 
 def user_avatar_prefix(stable_user_id: str) -> str:
-    """Relative to the ``user_avatars`` storage, which lives at ``user-avatars/`` in community assets."""
+    """Relative to the ``user_avatars`` storage (``user-avatars/`` inside community assets)."""
     return f"{_segment(stable_user_id, 'user id')}/"
 
 
@@ -48,7 +48,9 @@ def user_avatar_key(stable_user_id: str, content_hash: str, extension: str) -> s
 
 
 def community_icon_key(listing_id: str, commit: str) -> str:
-    return f"community-icon:v3/{_segment(listing_id, 'listing id')}/{_segment(commit, 'commit')}/asset"
+    return (
+        f"community-icon:v3/{_segment(listing_id, 'listing id')}/{_segment(commit, 'commit')}/asset"
+    )
 
 
 def identity_icon_key(repo_id: str, commit: str) -> str:

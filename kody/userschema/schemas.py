@@ -143,8 +143,11 @@ def _adopt_orphan(cursor: CursorWrapper, user_id: str, schema: str) -> None:
     """Re-register a schema that outlived its registry row (a partial restore, a flushed test
     database). It is recorded at version 1 so the additive, idempotent upgrade path brings it
     to the current version; its owner row must name this user, or it is someone else's."""
-    cursor.execute("SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-                   " WHERE n.nspname = %s AND c.relname = %s", [schema, OWNER_TABLE])
+    cursor.execute(
+        "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = %s",
+        [schema, OWNER_TABLE],
+    )
     owner = None
     if cursor.fetchone() is not None:
         cursor.execute(f"SELECT owner_id FROM {quoted(schema)}.{OWNER_TABLE} WHERE id = 1")

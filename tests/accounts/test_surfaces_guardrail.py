@@ -14,7 +14,6 @@ import re
 import pytest
 from django.db import connections
 
-
 from apps.accounts import surfaces
 
 # The original's roles/permissions/role_permissions/user_roles are Django's auth tables here.

@@ -15,8 +15,7 @@ pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 def test_home_shows_plan_username_and_links(owner: User, owner_client: Client) -> None:
     body = owner_client.get("/account").content.decode()
     assert owner.username in body and owner.stable_user_id in body and "Free" in body
-    for path in ["/account/connections", "/account/usage", "/account/settings",
-                 "/account/billing"]:
+    for path in ["/account/connections", "/account/usage", "/account/settings", "/account/billing"]:
         assert f'href="{path}"' in body
 
 
@@ -69,8 +68,9 @@ def test_pages_have_landmarks_and_csrf_in_every_form(owner_client: Client, path:
 
 
 def test_errors_are_tied_to_their_fields(client: Client) -> None:
-    body = client.post("/signup", {"email": "bad", "username": "x", "password": "1"}
-                       ).content.decode()
+    body = client.post(
+        "/signup", {"email": "bad", "username": "x", "password": "1"}
+    ).content.decode()
     for field in ["email", "username", "password"]:
         match = re.search(rf'<input[^>]*id="id_{field}"[^>]*>', body)
         assert match, field

@@ -14,8 +14,15 @@ pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
 
 def test_record_hashes_email_and_ip_and_keeps_no_content() -> None:
-    audit.record(category="auth", action="login", result="failure", email=" Ada@Example.com ",
-                 ip="192.0.2.7", path="/login", reason="mail ada@example.com said no")
+    audit.record(
+        category="auth",
+        action="login",
+        result="failure",
+        email=" Ada@Example.com ",
+        ip="192.0.2.7",
+        path="/login",
+        reason="mail ada@example.com said no",
+    )
     row = AuditEvent.objects.get()
     assert row.email_hash == audit.email_hash("ada@example.com") != "ada@example.com"
     assert row.ip_hash == audit.ip_hash("192.0.2.7")
@@ -30,8 +37,9 @@ def test_hash_is_keyed_not_a_plain_digest() -> None:
     assert audit.email_hash("a@example.com") != hashlib.sha256(b"a@example.com").hexdigest()
 
 
-@pytest.mark.parametrize("kwargs", [{"category": "billing", "result": "success"},
-                                    {"category": "auth", "result": "ok"}])
+@pytest.mark.parametrize(
+    "kwargs", [{"category": "billing", "result": "success"}, {"category": "auth", "result": "ok"}]
+)
 def test_unknown_vocabulary_is_a_programming_error(kwargs: dict[str, str]) -> None:
     with pytest.raises(ValueError):
         audit.record(action="x", **kwargs)
@@ -47,10 +55,14 @@ def _aged_rows(expired: int, fresh: int) -> None:
     old = now - timedelta(days=audit.RETENTION_DAYS + 1)
     young = now - timedelta(days=audit.RETENTION_DAYS - 1)
     AuditEvent.objects.bulk_create(
-        [AuditEvent(category="auth", action="login", result="success", timestamp=old)
-           for _ in range(expired)]
-        + [AuditEvent(category="auth", action="login", result="success", timestamp=young)
-           for _ in range(fresh)]
+        [
+            AuditEvent(category="auth", action="login", result="success", timestamp=old)
+            for _ in range(expired)
+        ]
+        + [
+            AuditEvent(category="auth", action="login", result="success", timestamp=young)
+            for _ in range(fresh)
+        ]
     )
 
 

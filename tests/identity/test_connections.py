@@ -49,18 +49,14 @@ def test_revoke_is_post_only(owner: User, owner_client: Client) -> None:
     assert owner_client.get(f"/account/connections/{token.pk}/revoke").status_code == 405
 
 
-def test_outsider_does_not_see_the_owners_tokens(
-    owner: User, outsider_client: Client
-) -> None:
+def test_outsider_does_not_see_the_owners_tokens(owner: User, outsider_client: Client) -> None:
     tokens.create_token(owner, "owner-secret-laptop")
     page = outsider_client.get("/account/connections").content.decode()
     assert "owner-secret-laptop" not in page
     assert "You have no access tokens yet" in page
 
 
-def test_outsider_cannot_revoke_the_owners_token(
-    owner: User, outsider_client: Client
-) -> None:
+def test_outsider_cannot_revoke_the_owners_token(owner: User, outsider_client: Client) -> None:
     token, plaintext = tokens.create_token(owner, "laptop")
     response = outsider_client.post(f"/account/connections/{token.pk}/revoke")
     assert response.status_code == 404

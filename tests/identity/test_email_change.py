@@ -61,8 +61,9 @@ def test_confirming_switches_email_but_never_the_stable_id(owner: User, changed:
 def test_signup_with_a_former_address_is_409_without_leaking_the_current_one(
     client: Client, owner: User, changed: str
 ) -> None:
-    response = client.post("/signup", {"email": changed, "username": "someone-else",
-                                       "password": PASSWORD})
+    response = client.post(
+        "/signup", {"email": changed, "username": "someone-else", "password": PASSWORD}
+    )
     assert response.status_code == 409
     body = response.content.decode()
     assert "former email" in body
@@ -111,7 +112,10 @@ def test_change_requires_the_current_password(
 
 @pytest.mark.parametrize("target", ["taken", "claimed"])
 def test_address_of_another_account_is_unavailable(
-    owner: User, outsider: User, owner_client: Client, django_capture_on_commit_callbacks: Any,
+    owner: User,
+    outsider: User,
+    owner_client: Client,
+    django_capture_on_commit_callbacks: Any,
     target: str,
 ) -> None:
     address = outsider.email
@@ -127,8 +131,9 @@ def test_confirm_link_is_single_use(
     owner: User, owner_client: Client, django_capture_on_commit_callbacks: Any
 ) -> None:
     _change(owner_client, django_capture_on_commit_callbacks)
-    token = token_of(link_from_mail(next(m for m in mail.outbox if m.to == [NEW]),
-                                    "/account/email/confirm"))
+    token = token_of(
+        link_from_mail(next(m for m in mail.outbox if m.to == [NEW]), "/account/email/confirm")
+    )
     assert Client().post("/account/email/confirm", {"token": token}).status_code == 200
     again = Client().post("/account/email/confirm", {"token": token})
     assert again.status_code == 400 and b"invalid_token" in again.content

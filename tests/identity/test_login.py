@@ -23,12 +23,14 @@ def test_sign_in_by_username_or_email(client: Client, owner: User, by: str) -> N
 
 
 def test_next_is_followed_only_within_the_site(client: Client, owner: User) -> None:
-    ok = client.post("/login?next=/account/usage",
-                     {"identifier": owner.username, "password": PASSWORD})
+    ok = client.post(
+        "/login?next=/account/usage", {"identifier": owner.username, "password": PASSWORD}
+    )
     assert ok.url == "/account/usage"
     client.logout()
-    evil = client.post("/login?next=https://evil.example/",
-                       {"identifier": owner.username, "password": PASSWORD})
+    evil = client.post(
+        "/login?next=https://evil.example/", {"identifier": owner.username, "password": PASSWORD}
+    )
     assert evil.url == "/account"
 
 

@@ -23,8 +23,13 @@ def _post(client: Client, capture: Any, **data: str) -> Any:
 def test_signup_creates_account_claim_and_verification_mail(
     client: Client, django_capture_on_commit_callbacks: Any
 ) -> None:
-    response = _post(client, django_capture_on_commit_callbacks,
-                     email=" New.Person@Example.com ", username="New-Person", password=PASSWORD)
+    response = _post(
+        client,
+        django_capture_on_commit_callbacks,
+        email=" New.Person@Example.com ",
+        username="New-Person",
+        password=PASSWORD,
+    )
 
     assert response.status_code == 302 and response.url == "/signup/done"
     user = User.objects.get(username="new-person")
@@ -56,7 +61,10 @@ def test_signup_creates_account_claim_and_verification_mail(
     ],
 )
 def test_bad_input_is_explained_and_writes_nothing(
-    client: Client, django_capture_on_commit_callbacks: Any, data: dict[str, str], field: str,
+    client: Client,
+    django_capture_on_commit_callbacks: Any,
+    data: dict[str, str],
+    field: str,
     message: str,
 ) -> None:
     name = unique()
@@ -74,8 +82,13 @@ def test_bad_input_is_explained_and_writes_nothing(
 def test_duplicate_email_is_a_conflict(
     client: Client, owner: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    response = _post(client, django_capture_on_commit_callbacks,
-                     email=owner.email.upper(), username=unique(), password=PASSWORD)
+    response = _post(
+        client,
+        django_capture_on_commit_callbacks,
+        email=owner.email.upper(),
+        username=unique(),
+        password=PASSWORD,
+    )
     assert response.status_code == 409
     assert "already exists" in response.content.decode()
     assert User.objects.count() == 1
@@ -84,9 +97,13 @@ def test_duplicate_email_is_a_conflict(
 def test_duplicate_username_is_a_conflict_case_insensitively(
     client: Client, owner: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    response = _post(client, django_capture_on_commit_callbacks,
-                     email=f"{unique()}@example.com", username=owner.username.upper(),
-                     password=PASSWORD)
+    response = _post(
+        client,
+        django_capture_on_commit_callbacks,
+        email=f"{unique()}@example.com",
+        username=owner.username.upper(),
+        password=PASSWORD,
+    )
     assert response.status_code == 409
     assert "username is taken" in response.content.decode()
     assert User.objects.count() == 1
@@ -109,8 +126,9 @@ def test_signed_in_person_is_sent_to_the_account(owner_client: Client) -> None:
 
 def test_csrf_is_enforced(django_capture_on_commit_callbacks: Any) -> None:
     client = Client(enforce_csrf_checks=True)
-    response = client.post("/signup", {"email": "c@example.com", "username": "csrf-check",
-                                       "password": PASSWORD})
+    response = client.post(
+        "/signup", {"email": "c@example.com", "username": "csrf-check", "password": PASSWORD}
+    )
     assert response.status_code == 403
     assert not User.objects.exists()
 
@@ -118,13 +136,23 @@ def test_csrf_is_enforced(django_capture_on_commit_callbacks: Any) -> None:
 def test_verification_mail_outcome_is_kept_on_the_account(
     client: Client, django_capture_on_commit_callbacks: Any, settings: Any
 ) -> None:
-    _post(client, django_capture_on_commit_callbacks,
-          email="sent@example.com", username="mail-sent", password=PASSWORD)
+    _post(
+        client,
+        django_capture_on_commit_callbacks,
+        email="sent@example.com",
+        username="mail-sent",
+        password=PASSWORD,
+    )
     assert User.objects.get(username="mail-sent").verification_email_status == "sent"
 
     settings.EMAIL_BACKEND = "tests.identity.conftest.FailingEmailBackend"
-    response = _post(client, django_capture_on_commit_callbacks,
-                     email="lost@example.com", username="mail-lost", password=PASSWORD)
+    response = _post(
+        client,
+        django_capture_on_commit_callbacks,
+        email="lost@example.com",
+        username="mail-lost",
+        password=PASSWORD,
+    )
     assert response.status_code == 302  # the account exists; the person can ask for a resend
     user = User.objects.get(username="mail-lost")
     assert user.verification_email_status == "failed"

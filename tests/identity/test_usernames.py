@@ -50,8 +50,20 @@ def test_operator_can_unreserve_an_ordinary_built_in() -> None:
     assert not reserved.matches("blog")
 
 
-@pytest.mark.parametrize("name", ["kody", "support", "abuse", "postmaster", "security", "admin",
-                                  "psl", "kody-team", "kody-admin"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kody",
+        "support",
+        "abuse",
+        "postmaster",
+        "security",
+        "admin",
+        "psl",
+        "kody-team",
+        "kody-admin",
+    ],
+)
 def test_system_locals_and_kody_built_ins_cannot_be_unreserved(name: str) -> None:
     assert effective(Override(removed=frozenset({name}))).matches(name)
     with pytest.raises(ValueError):

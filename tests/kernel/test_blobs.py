@@ -36,19 +36,35 @@ def s3_buckets(s3_endpoint, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
-    for name in ("kody-test-email-blobs", "kody-test-community-assets", "kody-test-repo-session-blobs"):
+    for name in (
+        "kody-test-email-blobs",
+        "kody-test-community-assets",
+        "kody-test-repo-session-blobs",
+    ):
         client.create_bucket(Bucket=name)
     storages_conf = bucket_storages(
         use_s3=True, endpoint_url=s3_endpoint, bucket_prefix="kody-test-", var_dir=tmp_path
     )
-    with override_settings(STORAGES={"default": {"BACKEND": "django.core.files.storage.FileSystemStorage"}, **storages_conf}):
+    with override_settings(
+        STORAGES={
+            "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+            **storages_conf,
+        }
+    ):
         yield client
 
 
 @pytest.fixture
 def fs_buckets(tmp_path):
-    storages_conf = bucket_storages(use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path)
-    with override_settings(STORAGES={"default": {"BACKEND": "django.core.files.storage.FileSystemStorage"}, **storages_conf}):
+    storages_conf = bucket_storages(
+        use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path
+    )
+    with override_settings(
+        STORAGES={
+            "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+            **storages_conf,
+        }
+    ):
         yield tmp_path
 
 

@@ -33,7 +33,11 @@ def _get(url: str) -> tuple[int, str]:
 
 @pytest.fixture
 def fresh_env(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "AUDIT_DATABASE_URL", "REDIS_URL")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "AUDIT_DATABASE_URL", "REDIS_URL")
+    }
     env["KODY_VAR_DIR"] = str(tmp_path / "var")
     return env
 

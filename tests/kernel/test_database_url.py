@@ -39,7 +39,12 @@ def empty_databases():
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -58,11 +63,15 @@ def test_migrate_applies_to_a_database_url_and_its_audit_sibling(empty_databases
     assert not (tmp_path / "var" / "postgres").exists()
 
     with psycopg.connect(host=host, user="postgres", dbname=name) as conn:
-        tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname='public'")}
+        tables = {
+            r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname='public'")
+        }
         assert {"users", "django_migrations"} <= tables
         assert "audit_events" not in tables
         assert conn.execute("SELECT 1 FROM pg_extension WHERE extname='vector'").fetchone()
     with psycopg.connect(host=host, user="postgres", dbname=f"{name}_audit") as conn:
-        tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname='public'")}
+        tables = {
+            r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname='public'")
+        }
         assert "audit_events" in tables
         assert "users" not in tables

@@ -45,8 +45,12 @@ def _manage(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 def test_check_deploy_is_clean_with_production_settings():
     result = _manage(
-        "check", "--deploy", "--fail-level", "WARNING",
-        KODY_DEBUG="0", KODY_SECRET_KEY="k" * 20 + "-production-secret-with-enough-entropy-0123456789",
+        "check",
+        "--deploy",
+        "--fail-level",
+        "WARNING",
+        KODY_DEBUG="0",
+        KODY_SECRET_KEY="k" * 20 + "-production-secret-with-enough-entropy-0123456789",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout

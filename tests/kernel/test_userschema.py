@@ -91,7 +91,9 @@ def test_a_schema_that_lost_its_registry_row_is_adopted_with_its_data(owner_id, 
     row = UserSchema.objects.get(user_id=owner_id)
     assert row.version == schema_version()
     # The counter survived adoption: the next charge continues from it.
-    result = UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    result = UserMeter.call(
+        owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5
+    )
     assert result["count"] == 2
 
 

@@ -48,7 +48,10 @@ def _defaults() -> dict[type[models.Model], dict[str, Any]]:
         p.ValueBucket: {"user_id": ALICE, "scope": "user", "binding_key": ""},
         p.SecretBucket: {"user_id": ALICE, "scope": "user", "binding_key": ""},
         p.SecretProviderBinding: {
-            "user_id": ALICE, "provider_id": "vault", "package_id": "pkg-1", "secret_name": "door",
+            "user_id": ALICE,
+            "provider_id": "vault",
+            "package_id": "pkg-1",
+            "secret_name": "door",
         },
         p.UserOauthApp: {
             "user_id": ALICE,
@@ -61,21 +64,34 @@ def _defaults() -> dict[type[models.Model], dict[str, Any]]:
         },
         p.UserOpenapiBinding: {"user_id": ALICE, "name": "petstore", "spec_url": "https://x/spec"},
         p.RemoteConnectorSetting: {
-            "user_id": ALICE, "instance_id": "laptop", "encrypted_shared_secret": "RC-CIPHERTEXT",
+            "user_id": ALICE,
+            "instance_id": "laptop",
+            "encrypted_shared_secret": "RC-CIPHERTEXT",
         },
         p.EntitySource: {
-            "user_id": ALICE, "entity_kind": "package", "entity_id": "pkg-1", "repo_id": "repo-1",
+            "user_id": ALICE,
+            "entity_kind": "package",
+            "entity_id": "pkg-1",
+            "repo_id": "repo-1",
         },
         p.EntitySourceArtifactsPushSubscription: {
-            "source_id": "src-1", "user_id": ALICE, "repo_id": "repo-1", "subscription_id": "sub-1",
+            "source_id": "src-1",
+            "user_id": ALICE,
+            "repo_id": "repo-1",
+            "subscription_id": "sub-1",
         },
         p.UserRepo: {"user_id": ALICE, "name": "notes"},
         p.SavedPackage: {
-            "user_id": ALICE, "name": "weather", "kody_id": "@alice/weather", "source_id": "src-1",
+            "user_id": ALICE,
+            "name": "weather",
+            "kody_id": "@alice/weather",
+            "source_id": "src-1",
         },
         p.SavedPackageSearchIndexDebt: {"package_id": "pkg-1", "user_id": ALICE},
         p.PackageKodyIdRedirect: {
-            "user_id": ALICE, "old_kody_id": "@alice/old", "package_id": "pkg-1",
+            "user_id": ALICE,
+            "old_kody_id": "@alice/old",
+            "package_id": "pkg-1",
         },
         p.PublishedBundleArtifact: {
             "user_id": ALICE,
@@ -87,80 +103,132 @@ def _defaults() -> dict[type[models.Model], dict[str, Any]]:
             "kv_key": "bundle-artifact:v1:x",
         },
         p.PackageInvocationToken: {
-            "user_id": ALICE, "package_id": "pkg-1", "name": "ci", "token_hash": "TOKEN-HASH-1",
+            "user_id": ALICE,
+            "package_id": "pkg-1",
+            "name": "ci",
+            "token_hash": "TOKEN-HASH-1",
         },
         p.PackageServiceState: {
-            "user_id": ALICE, "package_id": "pkg-1", "service_name": "poller", "status": "running",
+            "user_id": ALICE,
+            "package_id": "pkg-1",
+            "service_name": "poller",
+            "status": "running",
         },
         p.PackageScopeGrant: {
-            "scope_owner_user_id": ALICE, "grantee_user_id": BOB, "created_by_user_id": ALICE,
+            "scope_owner_user_id": ALICE,
+            "grantee_user_id": BOB,
+            "created_by_user_id": ALICE,
         },
         p.PackageShareGrant: {
-            "package_id": "pkg-1", "owner_user_id": ALICE, "grantee_user_id": BOB,
+            "package_id": "pkg-1",
+            "owner_user_id": ALICE,
+            "grantee_user_id": BOB,
         },
         p.PackageCodemodRun: {
-            "codemod_id": "rename-import", "mode": "scan", "initiated_by_user_id": ALICE,
+            "codemod_id": "rename-import",
+            "mode": "scan",
+            "initiated_by_user_id": ALICE,
             "status": "complete",
         },
         p.PackageCodemodRunItem: {
-            "run_id": "run-1", "user_id": ALICE, "package_id": "pkg-1", "kody_id": "@alice/weather",
+            "run_id": "run-1",
+            "user_id": ALICE,
+            "package_id": "pkg-1",
+            "kody_id": "@alice/weather",
             "status": "changed",
         },
         p.AgentPackageConversationUse: {
-            "user_id": ALICE, "package_id": "pkg-1", "conversation_id": "conv-1",
-            "first_used_at": now, "last_used_at": now,
+            "user_id": ALICE,
+            "package_id": "pkg-1",
+            "conversation_id": "conv-1",
+            "first_used_at": now,
+            "last_used_at": now,
         },
         p.WebhookEndpoint: {
-            "user_id": ALICE, "package_id": "pkg-1", "webhook_name": "github",
-            "url_secret_hash": "URL-SECRET-HASH", "url_secret_encrypted": "URL-CIPHERTEXT",
+            "user_id": ALICE,
+            "package_id": "pkg-1",
+            "webhook_name": "github",
+            "url_secret_hash": "URL-SECRET-HASH",
+            "url_secret_encrypted": "URL-CIPHERTEXT",
         },
         p.UserStorageBucket: {
-            "user_id": ALICE, "storage_id": "package:pkg-1", "kind": "package", "last_seen_at": now,
+            "user_id": ALICE,
+            "storage_id": "package:pkg-1",
+            "kind": "package",
+            "last_seen_at": now,
         },
         p.RepoSessionDueOwner: {"user_id": ALICE, "due_at": now},
         p.RepoSessionStorageBucketCursor: {"id": 1, "position": ALICE},
         p.VectorEmbedFingerprint: {
-            "user_id": ALICE, "vector_id": "memory_1", "fingerprint": "ab" * 32,
+            "user_id": ALICE,
+            "vector_id": "memory_1",
+            "fingerprint": "ab" * 32,
         },
         c.CommunityListing: {
-            "owner_user_id": ALICE, "package_id": "pkg-1", "source_id": "src-1",
-            "kody_id": "@alice/weather", "name": "weather", "pinned_commit": "c1",
+            "owner_user_id": ALICE,
+            "package_id": "pkg-1",
+            "source_id": "src-1",
+            "kody_id": "@alice/weather",
+            "name": "weather",
+            "pinned_commit": "c1",
             "category": "utilities",
         },
         c.CommunityRating: {
-            "listing_id": "lst-1", "user_id": BOB, "stars": 5, "adaptation_effort": 2,
+            "listing_id": "lst-1",
+            "user_id": BOB,
+            "stars": 5,
+            "adaptation_effort": 2,
         },
         c.CommunityReport: {
-            "listing_id": "lst-1", "listing_owner_user_id": ALICE, "reporter_user_id": BOB,
+            "listing_id": "lst-1",
+            "listing_owner_user_id": ALICE,
+            "reporter_user_id": BOB,
             "reason": "spam",
         },
         c.CommunityBan: {"user_id": BOB, "banned_by_user_id": ALICE, "reason": "spam"},
         c.CommunityStar: {"listing_id": "lst-1", "user_id": BOB},
         c.CommunityActivityEvent: {
-            "actor_user_id": ALICE, "event_type": "listing_published", "listing_id": "lst-1",
+            "actor_user_id": ALICE,
+            "event_type": "listing_published",
+            "listing_id": "lst-1",
         },
         c.CommunityFork: {
-            "listing_id": "lst-1", "forker_user_id": BOB, "origin_commit": "c1",
-            "forked_package_id": "pkg-2", "forked_source_id": "src-2",
-            "target_kody_id": "@bob/weather", "actor": "agent",
+            "listing_id": "lst-1",
+            "forker_user_id": BOB,
+            "origin_commit": "c1",
+            "forked_package_id": "pkg-2",
+            "forked_source_id": "src-2",
+            "target_kody_id": "@bob/weather",
+            "actor": "agent",
         },
         c.UserFollow: {"follower_user_id": BOB, "followee_user_id": ALICE},
         mb.EmailInbox: {"user_id": ALICE, "name": "main"},
         mb.EmailSenderIdentity: {
-            "user_id": ALICE, "email": "alice@alice.kody.run", "domain": "alice.kody.run",
+            "user_id": ALICE,
+            "email": "alice@alice.kody.run",
+            "domain": "alice.kody.run",
         },
         mb.EmailSenderRule: {
-            "user_id": ALICE, "kind": "domain", "value": "spam.example", "effect": "block",
+            "user_id": ALICE,
+            "kind": "domain",
+            "value": "spam.example",
+            "effect": "block",
         },
         mb.EmailOutboundProviderIndex: {
-            "provider": "cloudflare-email", "provider_message_id": "pm-1", "user_id": ALICE,
-            "message_id": "msg-1", "inbox_id": "inbox-1",
+            "provider": "cloudflare-email",
+            "provider_message_id": "pm-1",
+            "user_id": ALICE,
+            "message_id": "msg-1",
+            "inbox_id": "inbox-1",
         },
         mb.EmailOutboundProviderIndexRepairOwner: {"user_id": ALICE, "pending_count": 1},
         mb.EmailInboundDueOwner: {"user_id": ALICE, "due_at": now, "reason": "stale"},
         mb.EmailDeliveryAlertEvent: {
-            "provider_event_id": "ev-1", "provider": "cloudflare-email", "event_type": "bounced",
-            "occurred_at": now, "owner_hash": "h",
+            "provider_event_id": "ev-1",
+            "provider": "cloudflare-email",
+            "event_type": "bounced",
+            "occurred_at": now,
+            "owner_hash": "h",
         },
     }
 
@@ -169,15 +237,21 @@ def make(model: type[models.Model], **overrides: Any) -> Any:
     """Create a valid row (parents included for child tables)."""
     if model is p.McpMemoryConversationSuppression:
         overrides.setdefault("memory", make(p.McpMemory))
-        base = {"user_id": ALICE, "conversation_id": "conv-1", "last_seen_at": timezone.now(),
-                "expires_at": SOON}
+        base = {
+            "user_id": ALICE,
+            "conversation_id": "conv-1",
+            "last_seen_at": timezone.now(),
+            "expires_at": SOON,
+        }
     elif model is p.ValueEntry:
         overrides.setdefault("bucket", make(p.ValueBucket))
         base = {"name": "color", "value": "blue"}
     elif model is p.SecretEntry:
         overrides.setdefault("bucket", make(p.SecretBucket))
         base = {
-            "name": "API_KEY", "encrypted_value": "SECRET-CIPHERTEXT", "lookup_hash": "LOOKUP-HASH",
+            "name": "API_KEY",
+            "encrypted_value": "SECRET-CIPHERTEXT",
+            "lookup_hash": "LOOKUP-HASH",
         }
     elif model is p.SecretProviderGrant:
         overrides.setdefault("binding", make(p.SecretProviderBinding))
@@ -186,7 +260,8 @@ def make(model: type[models.Model], **overrides: Any) -> Any:
         if "app_slug" not in overrides and "platform_app" not in overrides:
             overrides["app_slug"] = make(p.UserOauthApp).slug
         base = {
-            "user_id": ALICE, "name": "github",
+            "user_id": ALICE,
+            "name": "github",
             "access_token_encrypted": "ACCESS-CIPHERTEXT",
             "refresh_token_encrypted": "REFRESH-CIPHERTEXT",
         }
@@ -196,8 +271,12 @@ def make(model: type[models.Model], **overrides: Any) -> Any:
         base = {"user_id": ALICE, "slug": "list-pets"}
     elif model is mb.EmailInboxAddress:
         overrides.setdefault("inbox", make(mb.EmailInbox))
-        base = {"user_id": ALICE, "address": "alice@alice.kody.run", "local_part": "alice",
-                "domain": "alice.kody.run"}
+        base = {
+            "user_id": ALICE,
+            "address": "alice@alice.kody.run",
+            "local_part": "alice",
+            "domain": "alice.kody.run",
+        }
     elif model is mb.EmailUserGraphAuthority:
         return mb.EmailUserGraphAuthority.objects.get(id=1)
     else:

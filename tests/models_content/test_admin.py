@@ -26,8 +26,15 @@ CREDENTIAL_COLUMNS = {
     p.WebhookEndpoint: ("url_secret_hash", "url_secret_encrypted"),
 }
 CREDENTIAL_VALUES = (
-    "SECRET-CIPHERTEXT", "LOOKUP-HASH", "APP-CIPHERTEXT", "ACCESS-CIPHERTEXT",
-    "REFRESH-CIPHERTEXT", "RC-CIPHERTEXT", "TOKEN-HASH-1", "URL-SECRET-HASH", "URL-CIPHERTEXT",
+    "SECRET-CIPHERTEXT",
+    "LOOKUP-HASH",
+    "APP-CIPHERTEXT",
+    "ACCESS-CIPHERTEXT",
+    "REFRESH-CIPHERTEXT",
+    "RC-CIPHERTEXT",
+    "TOKEN-HASH-1",
+    "URL-SECRET-HASH",
+    "URL-CIPHERTEXT",
 )
 
 
@@ -72,7 +79,11 @@ def test_change_form_never_shows_a_credential(operator_client, model):
 
 @pytest.mark.parametrize(
     "model",
-    [m for m in OWN_MODELS if isinstance(admin.site._registry[m], (ReadOnlyModelAdmin, NoAddModelAdmin))],
+    [
+        m
+        for m in OWN_MODELS
+        if isinstance(admin.site._registry[m], (ReadOnlyModelAdmin, NoAddModelAdmin))
+    ],
     ids=lambda m: m._meta.db_table,
 )
 def test_derived_and_credential_rows_cannot_be_added_by_hand(operator_client, model):

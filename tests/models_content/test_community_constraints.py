@@ -12,8 +12,14 @@ pytestmark = pytest.mark.django_db
 
 def test_every_community_table_accepts_a_valid_row():
     for model in (
-        c.CommunityListing, c.CommunityRating, c.CommunityReport, c.CommunityBan,
-        c.CommunityStar, c.CommunityActivityEvent, c.CommunityFork, c.UserFollow,
+        c.CommunityListing,
+        c.CommunityRating,
+        c.CommunityReport,
+        c.CommunityBan,
+        c.CommunityStar,
+        c.CommunityActivityEvent,
+        c.CommunityFork,
+        c.UserFollow,
     ):
         make(model)
         assert model.objects.count() == 1, model.__name__
@@ -21,8 +27,12 @@ def test_every_community_table_accepts_a_valid_row():
 
 def test_listing_category_is_a_closed_set(refused):
     for category in c.ListingCategory.values:
-        make(c.CommunityListing, category=category, package_id=f"pkg-{category}",
-             kody_id=f"@alice/{category}")
+        make(
+            c.CommunityListing,
+            category=category,
+            package_id=f"pkg-{category}",
+            kody_id=f"@alice/{category}",
+        )
     refused(lambda: make(c.CommunityListing, category="games"))
 
 

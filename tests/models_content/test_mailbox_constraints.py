@@ -12,9 +12,13 @@ pytestmark = pytest.mark.django_db
 
 def test_every_mailbox_table_accepts_a_valid_row():
     for model in (
-        mb.EmailInboxAddress, mb.EmailSenderIdentity, mb.EmailSenderRule,
-        mb.EmailOutboundProviderIndex, mb.EmailOutboundProviderIndexRepairOwner,
-        mb.EmailInboundDueOwner, mb.EmailDeliveryAlertEvent,
+        mb.EmailInboxAddress,
+        mb.EmailSenderIdentity,
+        mb.EmailSenderRule,
+        mb.EmailOutboundProviderIndex,
+        mb.EmailOutboundProviderIndexRepairOwner,
+        mb.EmailInboundDueOwner,
+        mb.EmailDeliveryAlertEvent,
     ):
         make(model)
         assert model.objects.count() == 1, model.__name__

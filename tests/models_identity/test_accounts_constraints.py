@@ -55,12 +55,19 @@ def test_stripe_customer_id_is_unique_only_when_set(owner, outsider, make_user):
 
 
 def test_username_email_and_stable_id_are_unique(owner):
-    refuses(lambda: m.User.objects.create(username=owner.username, email="x@example.com",
-                                          stable_user_id="a" * 64))
-    refuses(lambda: m.User.objects.create(username="other", email=owner.email,
-                                          stable_user_id="b" * 64))
-    refuses(lambda: m.User.objects.create(username="other2", email="y@example.com",
-                                          stable_user_id=owner.stable_user_id))
+    refuses(
+        lambda: m.User.objects.create(
+            username=owner.username, email="x@example.com", stable_user_id="a" * 64
+        )
+    )
+    refuses(
+        lambda: m.User.objects.create(username="other", email=owner.email, stable_user_id="b" * 64)
+    )
+    refuses(
+        lambda: m.User.objects.create(
+            username="other2", email="y@example.com", stable_user_id=owner.stable_user_id
+        )
+    )
 
 
 # --- email claims and token tables -----------------------------------------------------------
@@ -77,8 +84,9 @@ def test_one_claim_row_per_user_and_email(owner):
 
 def test_an_address_is_claimed_by_at_most_one_account(owner, outsider):
     m.UserEmailClaim.objects.create(user=owner, email="old@x.io", status="claimed")
-    refuses(lambda: m.UserEmailClaim.objects.create(user=outsider, email="old@x.io",
-                                                    status="claimed"))
+    refuses(
+        lambda: m.UserEmailClaim.objects.create(user=outsider, email="old@x.io", status="claimed")
+    )
 
 
 def test_a_released_address_can_be_claimed_again(owner, outsider):
@@ -99,19 +107,30 @@ def test_token_hashes_are_unique(owner, outsider, model):
 
 
 def test_pending_email_change_token_and_new_email_are_unique(owner, outsider):
-    m.PendingEmailChange.objects.create(user=owner, token_hash="t1", new_email="n@x.io",
-                                        expires_at=SOON)
-    refuses(lambda: m.PendingEmailChange.objects.create(user=outsider, token_hash="t2",
-                                                        new_email="n@x.io", expires_at=SOON))
-    refuses(lambda: m.PendingEmailChange.objects.create(user=outsider, token_hash="t1",
-                                                        new_email="other@x.io", expires_at=SOON))
+    m.PendingEmailChange.objects.create(
+        user=owner, token_hash="t1", new_email="n@x.io", expires_at=SOON
+    )
+    refuses(
+        lambda: m.PendingEmailChange.objects.create(
+            user=outsider, token_hash="t2", new_email="n@x.io", expires_at=SOON
+        )
+    )
+    refuses(
+        lambda: m.PendingEmailChange.objects.create(
+            user=outsider, token_hash="t1", new_email="other@x.io", expires_at=SOON
+        )
+    )
 
 
 def test_one_pending_claim_release_per_user_and_email(owner):
-    m.PendingEmailClaimRelease.objects.create(user=owner, email="e@x.io", token_hash="a",
-                                              expires_at=SOON)
-    refuses(lambda: m.PendingEmailClaimRelease.objects.create(user=owner, email="e@x.io",
-                                                              token_hash="b", expires_at=SOON))
+    m.PendingEmailClaimRelease.objects.create(
+        user=owner, email="e@x.io", token_hash="a", expires_at=SOON
+    )
+    refuses(
+        lambda: m.PendingEmailClaimRelease.objects.create(
+            user=owner, email="e@x.io", token_hash="b", expires_at=SOON
+        )
+    )
 
 
 def test_identity_rows_cascade_with_the_user(owner, outsider):
@@ -119,8 +138,14 @@ def test_identity_rows_cascade_with_the_user(owner, outsider):
     m.EmailVerification.objects.create(user=owner, token_hash="v", expires_at=SOON)
     m.UserEmailClaim.objects.create(user=owner, email=owner.email, status="claimed")
     m.OAuthConnection.objects.create(provider_name="github", provider_id="1", user=owner)
-    m.Passkey.objects.create(id="cred-1", aaguid="0", public_key="pk", user=owner,
-                             webauthn_user_handle="h", device_type="singleDevice")
+    m.Passkey.objects.create(
+        id="cred-1",
+        aaguid="0",
+        public_key="pk",
+        user=owner,
+        webauthn_user_handle="h",
+        device_type="singleDevice",
+    )
     m.PasswordReset.objects.create(user=outsider, token_hash="q", expires_at=SOON)
     owner.delete()
     assert m.PasswordReset.objects.filter(token_hash="q").exists()
@@ -135,8 +160,15 @@ def test_identity_rows_cascade_with_the_user(owner, outsider):
 
 
 def _verification(target: str, type_: str = "2fa") -> m.Verification:
-    return m.Verification.objects.create(type=type_, target=target, secret="s", algorithm="SHA1",
-                                         digits=6, period=30, char_set="0123456789")
+    return m.Verification.objects.create(
+        type=type_,
+        target=target,
+        secret="s",
+        algorithm="SHA1",
+        digits=6,
+        period=30,
+        char_set="0123456789",
+    )
 
 
 def test_one_verification_per_target_and_type(owner):
@@ -148,8 +180,11 @@ def test_one_verification_per_target_and_type(owner):
 def test_a_social_identity_links_to_one_account(owner, outsider):
     m.OAuthConnection.objects.create(provider_name="github", provider_id="42", user=owner)
     m.OAuthConnection.objects.create(provider_name="google", provider_id="42", user=outsider)
-    refuses(lambda: m.OAuthConnection.objects.create(provider_name="github", provider_id="42",
-                                                     user=outsider))
+    refuses(
+        lambda: m.OAuthConnection.objects.create(
+            provider_name="github", provider_id="42", user=outsider
+        )
+    )
 
 
 @pytest.mark.parametrize("field,value", [("max_uses", 0), ("use_count", -1), ("plan", "partner")])
@@ -181,13 +216,19 @@ def test_flag_accepts_null_or_bounded_rollout(owner):
 def test_one_override_per_flag_and_user(owner, outsider):
     m.FeatureFlagUserOverride.objects.create(flag_key="f", user=owner, enabled=True)
     m.FeatureFlagUserOverride.objects.create(flag_key="f", user=outsider, enabled=False)
-    refuses(lambda: m.FeatureFlagUserOverride.objects.create(flag_key="f", user=owner,
-                                                             enabled=False))
+    refuses(
+        lambda: m.FeatureFlagUserOverride.objects.create(flag_key="f", user=owner, enabled=False)
+    )
 
 
 def test_exposure_rollup_key_is_unique(owner):
-    row = dict(flag_key="f", user_id=owner.stable_user_id, day=timezone.now().date(),
-               enabled=True, source="eval")
+    row = dict(
+        flag_key="f",
+        user_id=owner.stable_user_id,
+        day=timezone.now().date(),
+        enabled=True,
+        source="eval",
+    )
     m.FeatureFlagExposureRollup.objects.create(**row)
     m.FeatureFlagExposureRollup.objects.create(**{**row, "enabled": False})
     refuses(lambda: m.FeatureFlagExposureRollup.objects.create(**row))
@@ -197,8 +238,14 @@ def test_exposure_rollup_key_is_unique(owner):
 
 
 def _oauth_app(**extra) -> m.PlatformOAuthApp:
-    fields = dict(slug="github", provider="github", client_id="cid",
-                  token_url="https://x.io/token", authorize_url="https://x.io/auth", flow="pkce")
+    fields = dict(
+        slug="github",
+        provider="github",
+        client_id="cid",
+        token_url="https://x.io/token",
+        authorize_url="https://x.io/auth",
+        flow="pkce",
+    )
     return m.PlatformOAuthApp.objects.create(**{**fields, **extra})
 
 
@@ -214,8 +261,14 @@ def test_platform_oauth_app_valid_row():
 
 @pytest.mark.parametrize(
     "extra",
-    [{"priority": 1001}, {"priority": -1}, {"severity": "panic"}, {"look": "modal"},
-     {"page_targeting": "some"}, {"audience": "admins"}],
+    [
+        {"priority": 1001},
+        {"priority": -1},
+        {"severity": "panic"},
+        {"look": "modal"},
+        {"page_targeting": "some"},
+        {"audience": "admins"},
+    ],
 )
 def test_site_banner_checks(extra):
     refuses(lambda: m.SiteBanner.objects.create(title="t", **extra))
@@ -238,8 +291,14 @@ def test_banner_dismissals_are_unique_and_cascade(owner, outsider):
 
 
 def _feedback(**extra) -> m.PlatformFeedback:
-    fields = dict(submitter_user_id="a" * 64, category="bug", summary="s", details="d",
-                  submitter_username="u", submitter_email="u@x.io")
+    fields = dict(
+        submitter_user_id="a" * 64,
+        category="bug",
+        summary="s",
+        details="d",
+        submitter_username="u",
+        submitter_email="u@x.io",
+    )
     return m.PlatformFeedback.objects.create(**{**fields, **extra})
 
 
@@ -300,16 +359,25 @@ def test_referral_rules():
     m.Referral.objects.create(referrer_stable_user_id="r" * 64, referee_stable_user_id="a" * 64)
     m.Referral.objects.create(referrer_stable_user_id="r" * 64, referee_stable_user_id="b" * 64)
     # A referee is attributed once.
-    refuses(lambda: m.Referral.objects.create(referrer_stable_user_id="s" * 64,
-                                              referee_stable_user_id="a" * 64))
-    refuses(lambda: m.Referral.objects.create(referrer_stable_user_id="r" * 64,
-                                              referee_stable_user_id="c" * 64, status="paid"))
+    refuses(
+        lambda: m.Referral.objects.create(
+            referrer_stable_user_id="s" * 64, referee_stable_user_id="a" * 64
+        )
+    )
+    refuses(
+        lambda: m.Referral.objects.create(
+            referrer_stable_user_id="r" * 64, referee_stable_user_id="c" * 64, status="paid"
+        )
+    )
     # One invoice rewards one referral.
     m.Referral.objects.filter(referee_stable_user_id="a" * 64).update(
         status="rewarded", reward_invoice_id="in_1"
     )
-    refuses(lambda: m.Referral.objects.filter(referee_stable_user_id="b" * 64).update(
-        reward_invoice_id="in_1"))
+    refuses(
+        lambda: m.Referral.objects.filter(referee_stable_user_id="b" * 64).update(
+            reward_invoice_id="in_1"
+        )
+    )
 
 
 def test_username_redirect_and_agent_session_keys_are_unique():
@@ -326,26 +394,43 @@ def test_raw_delete_of_a_user_cascades_and_nulls_in_the_database(owner, outsider
     banner = m.SiteBanner.objects.create(title="t", created_by=owner, updated_by=owner)
     m.SiteBannerDismissal.objects.create(banner=banner, user=owner)
     m.FeatureFlag.objects.create(key="f", updated_by=owner)
-    m.FeatureFlagUserOverride.objects.create(flag_key="f", user=owner, enabled=True,
-                                             updated_by=outsider)
+    m.FeatureFlagUserOverride.objects.create(
+        flag_key="f", user=owner, enabled=True, updated_by=outsider
+    )
     m.Invite.objects.create(code="c", created_by=owner)
     m.UserEmailClaim.objects.create(user=owner, email=owner.email, status="claimed")
     for model in (m.PasswordReset, m.EmailVerification):
         model.objects.create(user=owner, token_hash=f"{model.__name__}-h", expires_at=SOON)
-    m.PendingEmailChange.objects.create(user=owner, token_hash="c", new_email="n@x.io",
-                                        expires_at=SOON)
-    m.PendingEmailClaimRelease.objects.create(user=owner, token_hash="r", email="e@x.io",
-                                              expires_at=SOON)
+    m.PendingEmailChange.objects.create(
+        user=owner, token_hash="c", new_email="n@x.io", expires_at=SOON
+    )
+    m.PendingEmailClaimRelease.objects.create(
+        user=owner, token_hash="r", email="e@x.io", expires_at=SOON
+    )
     m.OAuthConnection.objects.create(provider_name="github", provider_id="1", user=owner)
-    m.Passkey.objects.create(id="cred", aaguid="0", public_key="pk", user=owner,
-                             webauthn_user_handle="h", device_type="singleDevice")
+    m.Passkey.objects.create(
+        id="cred",
+        aaguid="0",
+        public_key="pk",
+        user=owner,
+        webauthn_user_handle="h",
+        device_type="singleDevice",
+    )
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM users WHERE id = %s", [owner.pk])
     banner.refresh_from_db()
     assert (banner.created_by_id, banner.updated_by_id) == (None, None)
     assert m.FeatureFlag.objects.get(key="f").updated_by_id is None
     assert m.Invite.objects.get(code="c").created_by_id is None
-    for model in (m.SiteBannerDismissal, m.FeatureFlagUserOverride, m.UserEmailClaim,
-                  m.PasswordReset, m.EmailVerification, m.PendingEmailChange,
-                  m.PendingEmailClaimRelease, m.OAuthConnection, m.Passkey):
+    for model in (
+        m.SiteBannerDismissal,
+        m.FeatureFlagUserOverride,
+        m.UserEmailClaim,
+        m.PasswordReset,
+        m.EmailVerification,
+        m.PendingEmailChange,
+        m.PendingEmailClaimRelease,
+        m.OAuthConnection,
+        m.Passkey,
+    ):
         assert not model.objects.exists(), model.__name__

@@ -57,19 +57,33 @@ def rows(owner) -> list:
             user=owner, token_hash=SECRET + "4", email="old@x.io", expires_at=SOON
         ),
         acc.Verification.objects.create(
-            type="2fa", target=str(owner.pk), secret=SECRET + "5", algorithm="SHA1",
-            digits=6, period=30, char_set="0123456789",
+            type="2fa",
+            target=str(owner.pk),
+            secret=SECRET + "5",
+            algorithm="SHA1",
+            digits=6,
+            period=30,
+            char_set="0123456789",
         ),
         acc.Passkey.objects.create(
-            id="cred-1", aaguid="0", public_key=SECRET + "6", user=owner,
-            webauthn_user_handle="h", device_type="singleDevice", name="laptop",
+            id="cred-1",
+            aaguid="0",
+            public_key=SECRET + "6",
+            user=owner,
+            webauthn_user_handle="h",
+            device_type="singleDevice",
+            name="laptop",
         ),
         acc.OAuthConnection.objects.create(provider_name="github", provider_id="1", user=owner),
         acc.Invite.objects.create(code="welcome", created_by=owner),
         acc.UsernameRedirect.objects.create(old_username="old", user_id=UID),
         acc.AccountWriteLeaseRepair.objects.create(
-            target_user_id=UID, repaired_by_user_id=UID, lease_token=SECRET + "7",
-            lease_holder="job", lease_acquired_at=now, reason="stuck",
+            target_user_id=UID,
+            repaired_by_user_id=UID,
+            lease_token=SECRET + "7",
+            lease_holder="job",
+            lease_acquired_at=now,
+            reason="stuck",
         ),
         acc.McpAgentSession.objects.create(do_id="do-1", user_id=UID),
         acc.AuditEvent.objects.create(category="auth", action="login", result="success"),
@@ -79,16 +93,24 @@ def rows(owner) -> list:
             flag_key="beta", user_id=UID, day=now.date(), enabled=True, source="eval"
         ),
         acc.PlatformOAuthApp.objects.create(
-            slug="github", provider="github", client_id="cid",
-            client_secret_encrypted=SECRET + "8", token_url="https://x.io/t",
-            authorize_url="https://x.io/a", flow="confidential",
+            slug="github",
+            provider="github",
+            client_id="cid",
+            client_secret_encrypted=SECRET + "8",
+            token_url="https://x.io/t",
+            authorize_url="https://x.io/a",
+            flow="confidential",
         ),
         banner,
         acc.SiteBannerDismissal.objects.create(banner=banner, user=owner),
         acc.PlatformProviderMark.objects.create(slug="github", label="GitHub"),
         acc.PlatformFeedback.objects.create(
-            submitter_user_id=UID, category="bug", summary="Broken", details="d",
-            submitter_username="u", submitter_email="u@x.io",
+            submitter_user_id=UID,
+            category="bug",
+            summary="Broken",
+            details="d",
+            submitter_username="u",
+            submitter_email="u@x.io",
         ),
         acc.UserUsageCampaign.objects.create(
             user_id=UID, state="Activated", entered_at=now, last_evaluated_at=now, origin="event"
@@ -102,19 +124,36 @@ def rows(owner) -> list:
         ent.UsageEvent.objects.create(user_id=UID, metric="execute"),
         ent.StripeWebhookEvent.objects.create(event_id="evt_1", event_type="invoice.paid"),
         ent.ComputeOverageInvoice.objects.create(
-            user_id=UID, month="2026-11", unique_worker_days=1, unique_worker_day_cents=1,
-            durable_object_rows_read=1, durable_object_rows_read_cents=1, total_cents=2,
-            disposition="dry_run", status="dry_run",
+            user_id=UID,
+            month="2026-11",
+            unique_worker_days=1,
+            unique_worker_day_cents=1,
+            durable_object_rows_read=1,
+            durable_object_rows_read_cents=1,
+            total_cents=2,
+            disposition="dry_run",
+            status="dry_run",
         ),
         ent.D1StorageReconcileCursor.objects.get(),
         jobs.Job.objects.create(
-            id="job-1", user_id=UID, name="nightly", source_id="s", storage_id="job:1",
-            schedule_json={}, timezone="UTC", caller_context_json={}, next_run_at=now,
+            id="job-1",
+            user_id=UID,
+            name="nightly",
+            source_id="s",
+            storage_id="job:1",
+            schedule_json={},
+            timezone="UTC",
+            caller_context_json={},
+            next_run_at=now,
             claim_token=SECRET + "9",
         ),
         jobs.ArchivedJobArtifact.objects.create(
-            job_id="job-0", user_id=UID, source_id="s", published_commit="c",
-            storage_id="job:0", retain_until=now,
+            job_id="job-0",
+            user_id=UID,
+            source_id="s",
+            published_commit="c",
+            storage_id="job:0",
+            retain_until=now,
         ),
         jobs.JobsWorkerState.objects.create(key="watchdog", value="{}"),
         se.SystemEmailThread.objects.create(subject_normalized="hello", last_message_at=now),
@@ -123,7 +162,9 @@ def rows(owner) -> list:
             message=message, content_type="text/plain", storage_kind="raw-mime"
         ),
         se.SystemEmailDeliveryEvent.objects.create(
-            event_type="received", message=message, storage_lease=SECRET + "10",
+            event_type="received",
+            message=message,
+            storage_lease=SECRET + "10",
             finalization_token=SECRET + "11",
         ),
         se.SystemEmailDailyCounter.objects.create(local_part="support", day=date(2026, 11, 1)),
@@ -133,9 +174,7 @@ def rows(owner) -> list:
 
 def test_every_model_of_these_apps_is_registered(rows):
     covered = {type(row) for row in rows}
-    mine = {
-        model for model in _registered() if model.__module__.split(".")[-1] != "tokens"
-    }
+    mine = {model for model in _registered() if model.__module__.split(".")[-1] != "tokens"}
     assert mine == covered
 
 
@@ -185,4 +224,7 @@ def test_triaging_feedback_records_the_reviewer(staff, rows):
     feedback.refresh_from_db()
     root = acc.User.objects.get(username="root")
     assert (feedback.status, feedback.reviewed_by_user_id, feedback.revision) == (
-        "resolved", root.stable_user_id, 1)
+        "resolved",
+        root.stable_user_id,
+        1,
+    )

@@ -34,9 +34,17 @@ def test_rollup_month_is_a_utc_month_key(month):
 
 
 def _overage(**extra) -> ent.ComputeOverageInvoice:
-    fields = dict(user_id=UID, month="2026-11", unique_worker_days=3, unique_worker_day_cents=30,
-                  durable_object_rows_read=10, durable_object_rows_read_cents=1, total_cents=31,
-                  disposition="invoice", status="invoice")
+    fields = dict(
+        user_id=UID,
+        month="2026-11",
+        unique_worker_days=3,
+        unique_worker_day_cents=30,
+        durable_object_rows_read=10,
+        durable_object_rows_read_cents=1,
+        total_cents=31,
+        disposition="invoice",
+        status="invoice",
+    )
     return ent.ComputeOverageInvoice.objects.create(**{**fields, **extra})
 
 
@@ -47,8 +55,9 @@ def test_one_overage_row_per_user_per_month():
 
 
 def test_only_invoice_rows_carry_a_stripe_invoice_id():
-    refuses(lambda: _overage(disposition="skip_legacy", status="skip_legacy",
-                             stripe_invoice_id="in_2"))
+    refuses(
+        lambda: _overage(disposition="skip_legacy", status="skip_legacy", stripe_invoice_id="in_2")
+    )
     _overage(disposition="invoice", status="failed")  # a failed invoice attempt has no id yet
 
 
@@ -71,9 +80,16 @@ def test_usage_events_append():
 
 
 def _job(**extra) -> jobs.Job:
-    fields = dict(user_id=UID, name="nightly", source_id="src", storage_id="job:1",
-                  schedule_json={"type": "cron", "expression": "0 3 * * *"}, timezone="UTC",
-                  caller_context_json={}, next_run_at=timezone.now())
+    fields = dict(
+        user_id=UID,
+        name="nightly",
+        source_id="src",
+        storage_id="job:1",
+        schedule_json={"type": "cron", "expression": "0 3 * * *"},
+        timezone="UTC",
+        caller_context_json={},
+        next_run_at=timezone.now(),
+    )
     return jobs.Job.objects.create(**{**fields, **extra})
 
 
@@ -84,8 +100,13 @@ def test_job_ids_are_unique_and_retry_count_nonnegative():
 
 
 def test_an_archived_artifact_per_job():
-    row = dict(user_id=UID, source_id="s", published_commit="c", storage_id="job:1",
-               retain_until=timezone.now() + timedelta(days=30))
+    row = dict(
+        user_id=UID,
+        source_id="s",
+        published_commit="c",
+        storage_id="job:1",
+        retain_until=timezone.now() + timedelta(days=30),
+    )
     jobs.ArchivedJobArtifact.objects.create(job_id="job-1", **row)
     refuses(lambda: jobs.ArchivedJobArtifact.objects.create(job_id="job-1", **row))
 
@@ -105,8 +126,12 @@ def _message(**extra) -> se.SystemEmailMessage:
 
 @pytest.mark.parametrize(
     "extra",
-    [{"direction": "sideways"}, {"processing_status": "queued"}, {"delivery_status": "lost"},
-     {"classification": "spam"}],
+    [
+        {"direction": "sideways"},
+        {"processing_status": "queued"},
+        {"delivery_status": "lost"},
+        {"classification": "spam"},
+    ],
 )
 def test_system_message_checks(extra):
     refuses(lambda: _message(**extra))
@@ -115,15 +140,18 @@ def test_system_message_checks(extra):
 def test_outbound_provider_message_ids_are_unique():
     _message(direction="outbound", processing_status="sent", provider_message_id="p1")
     _message(direction="inbound", provider_message_id="p1")  # only outbound rows are keyed
-    refuses(lambda: _message(direction="outbound", processing_status="sent",
-                             provider_message_id="p1"))
+    refuses(
+        lambda: _message(direction="outbound", processing_status="sent", provider_message_id="p1")
+    )
 
 
 def test_attachment_storage_kind_is_checked():
     message = _message()
-    refuses(lambda: se.SystemEmailAttachment.objects.create(message=message,
-                                                            content_type="text/plain",
-                                                            storage_kind="inline"))
+    refuses(
+        lambda: se.SystemEmailAttachment.objects.create(
+            message=message, content_type="text/plain", storage_kind="inline"
+        )
+    )
 
 
 def _event(**extra) -> se.SystemEmailDeliveryEvent:
@@ -147,14 +175,20 @@ def test_provider_event_ids_are_unique_when_present():
 def test_one_counter_per_local_and_day():
     se.SystemEmailDailyCounter.objects.create(local_part="support", day=date(2026, 11, 1))
     se.SystemEmailDailyCounter.objects.create(local_part="abuse", day=date(2026, 11, 1))
-    refuses(lambda: se.SystemEmailDailyCounter.objects.create(local_part="support",
-                                                              day=date(2026, 11, 1)))
+    refuses(
+        lambda: se.SystemEmailDailyCounter.objects.create(
+            local_part="support", day=date(2026, 11, 1)
+        )
+    )
 
 
 def test_graph_authority_is_a_seeded_dedicated_marker():
     marker = se.SystemEmailGraphAuthority.objects.get()
     assert (marker.authority, marker.graph_mismatch_count, marker.provider_link_count) == (
-        "dedicated", 0, 0)
+        "dedicated",
+        0,
+        0,
+    )
     refuses(lambda: se.SystemEmailGraphAuthority.objects.filter(pk=1).update(provider_link_count=1))
     refuses(lambda: se.SystemEmailGraphAuthority.objects.filter(pk=1).update(authority="shared"))
     refuses(lambda: se.SystemEmailGraphAuthority.objects.create(singleton=2))
@@ -164,9 +198,9 @@ def test_raw_deletes_follow_the_original_on_delete_actions():
     inbox = EmailInbox.objects.create(user_id="system:email", name="support")
     thread = se.SystemEmailThread.objects.create(inbox=inbox, last_message_at=timezone.now())
     message = _message(inbox=inbox, thread=thread)
-    attachment = se.SystemEmailAttachment.objects.create(message=message,
-                                                         content_type="text/plain",
-                                                         storage_kind="raw-mime")
+    attachment = se.SystemEmailAttachment.objects.create(
+        message=message, content_type="text/plain", storage_kind="raw-mime"
+    )
     event = _event(message=message, inbox=inbox)
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM email_inboxes WHERE id = %s", [inbox.pk])

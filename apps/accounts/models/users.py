@@ -159,9 +159,7 @@ class User(AbstractBaseUser, PermissionsMixin):
             ),
         ]
         constraints = [
-            models.CheckConstraint(
-                condition=Q(plan__in=Plan.values), name="users_plan_valid"
-            ),
+            models.CheckConstraint(condition=Q(plan__in=Plan.values), name="users_plan_valid"),
             models.CheckConstraint(
                 condition=Q(stripe_plan__isnull=True) | Q(stripe_plan__in=Plan.values),
                 name="users_stripe_plan_valid",

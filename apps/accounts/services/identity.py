@@ -214,8 +214,13 @@ def signup(
         user = _signup(email=email, username=username, password=password)
     except KodyError as exc:
         audit.record(
-            category="account", action="signup", result="failure", email=email or None,
-            ip=ip, path=path, reason=exc.code,
+            category="account",
+            action="signup",
+            result="failure",
+            email=email or None,
+            ip=ip,
+            path=path,
+            reason=exc.code,
         )
         raise
     audit.record(
@@ -266,8 +271,13 @@ def provision(
             email_verified_at=timezone.now(),
         )
         _claim(user, email)
-    audit.record(category="admin", action="user_create", result="success", email=email,
-                 reason="staff" if staff else None)
+    audit.record(
+        category="admin",
+        action="user_create",
+        result="success",
+        email=email,
+        reason="staff" if staff else None,
+    )
     return user
 
 
@@ -318,8 +328,9 @@ def verify_email(token: str, *, ip: str | None = None) -> User:
             user.email_verified_at = timezone.now()
             user.save(update_fields=["email_verified_at", "updated_at"])
         _claim(user, user.email)
-    audit.record(category="account", action="verify_email", result="success", email=user.email,
-                 ip=ip)
+    audit.record(
+        category="account", action="verify_email", result="success", email=user.email, ip=ip
+    )
     return user
 
 
@@ -331,8 +342,14 @@ def request_password_reset(email: str, *, ip: str | None = None) -> None:
     email = clean_email(email)
     user = User.objects.filter(email=email, deleting_at__isnull=True).first()
     if user is None or not onetime.within_hourly_budget("reset", email):
-        audit.record(category="auth", action="password_reset_request", result="failure",
-                     email=email, ip=ip, reason="unknown_or_throttled")
+        audit.record(
+            category="auth",
+            action="password_reset_request",
+            result="failure",
+            email=email,
+            ip=ip,
+            reason="unknown_or_throttled",
+        )
         return
     with transaction.atomic():
         PasswordReset.objects.filter(user=user).delete()
@@ -344,8 +361,9 @@ def request_password_reset(email: str, *, ip: str | None = None) -> None:
             f"{onetime.link('/reset-password/confirm', token)}\n\n"
             "The link works once and expires in one hour. If you did not ask, ignore this mail.",
         )
-    audit.record(category="auth", action="password_reset_request", result="success",
-                 email=email, ip=ip)
+    audit.record(
+        category="auth", action="password_reset_request", result="success", email=email, ip=ip
+    )
 
 
 def check_reset_token(token: str) -> None:
@@ -375,8 +393,9 @@ def reset_password(token: str, password: str, *, ip: str | None = None) -> User:
         user.password_changed_at = timezone.now()
         user.save(update_fields=["password", "password_changed_at", "updated_at"])
         PasswordReset.objects.filter(user=user).delete()
-    audit.record(category="auth", action="password_reset", result="success", email=user.email,
-                 ip=ip)
+    audit.record(
+        category="auth", action="password_reset", result="success", email=user.email, ip=ip
+    )
     return user
 
 
@@ -400,8 +419,9 @@ def request_email_change(
         locked = _lock_user(user.pk)
         _require_available(new_email, locked.pk)
         PendingEmailChange.objects.filter(user=locked).delete()
-        PendingEmailChange.objects.filter(new_email=new_email, expires_at__lte=timezone.now()
-                                          ).delete()
+        PendingEmailChange.objects.filter(
+            new_email=new_email, expires_at__lte=timezone.now()
+        ).delete()
         if PendingEmailChange.objects.filter(new_email=new_email).exists():
             raise _field_error("new_email", "That address is not available.", EmailUnavailable)
         token = onetime.issue(PendingEmailChange, locked, EMAIL_CHANGE_TTL, new_email=new_email)
@@ -417,8 +437,9 @@ def request_email_change(
             "Someone signed in to your account asked to change its email address. If this was "
             "not you, change your password now.",
         )
-    audit.record(category="account", action="email_change_request", result="success",
-                 email=user.email, ip=ip)
+    audit.record(
+        category="account", action="email_change_request", result="success", email=user.email, ip=ip
+    )
 
 
 def _require_available(email: str, user_id: int) -> None:
@@ -442,8 +463,7 @@ def confirm_email_change(token: str, *, ip: str | None = None) -> User:
         user.save(update_fields=["email", "email_verified_at", "updated_at"])
         EmailVerification.objects.filter(user=user).delete()
         PasswordReset.objects.filter(user=user).delete()
-    audit.record(category="account", action="email_change", result="success", email=former,
-                 ip=ip)
+    audit.record(category="account", action="email_change", result="success", email=former, ip=ip)
     return user
 
 
@@ -474,8 +494,13 @@ def request_claim_release(user: User, email: str, *, ip: str | None = None) -> N
             f"Open this link to release {email} so it can be used for another account:\n\n"
             f"{onetime.link('/account/email/release', token)}\n\nThe link expires in 24 hours.",
         )
-    audit.record(category="account", action="email_claim_release_request", result="success",
-                 email=email, ip=ip)
+    audit.record(
+        category="account",
+        action="email_claim_release_request",
+        result="success",
+        email=email,
+        ip=ip,
+    )
 
 
 def confirm_claim_release(token: str, *, ip: str | None = None) -> None:
@@ -487,8 +512,9 @@ def confirm_claim_release(token: str, *, ip: str | None = None) -> None:
         UserEmailClaim.objects.filter(user=user, email=row.email).update(
             status=EmailClaimStatus.RELEASED, released_at=timezone.now()
         )
-    audit.record(category="account", action="email_claim_release", result="success",
-                 email=row.email, ip=ip)
+    audit.record(
+        category="account", action="email_claim_release", result="success", email=row.email, ip=ip
+    )
 
 
 # --- login and preferences ----------------------------------------------------------------------
@@ -534,12 +560,24 @@ def authenticate_login(identifier: str, password: str, *, ip: str | None = None)
     user = authenticate(username=account.username if account else ident, password=password)
     if user is None:
         _count_failure(key)
-        audit.record(category="auth", action="login", result="failure", email=email, ip=ip,
-                     reason="invalid_credentials")
+        audit.record(
+            category="auth",
+            action="login",
+            result="failure",
+            email=email,
+            ip=ip,
+            reason="invalid_credentials",
+        )
         raise InvalidCredentials("That email/username and password do not match.")
     if user.deleting_at is not None:
-        audit.record(category="auth", action="login", result="failure", email=user.email, ip=ip,
-                     reason="account_deleting")
+        audit.record(
+            category="auth",
+            action="login",
+            result="failure",
+            email=user.email,
+            ip=ip,
+            reason="account_deleting",
+        )
         raise AccountDeleting("This account is being deleted.")
     cache.delete(key)
     audit.record(category="auth", action="login", result="success", email=user.email, ip=ip)

@@ -78,7 +78,9 @@ class PackageShareGrant(models.Model):
     invitee_username = models.CharField(max_length=64, null=True, blank=True)
     grantee_user_id = stable_user_id(null=True, blank=True)
     status = models.CharField(
-        max_length=16, choices=ShareStatus.choices, default=ShareStatus.PENDING,
+        max_length=16,
+        choices=ShareStatus.choices,
+        default=ShareStatus.PENDING,
     )
     role = models.CharField(max_length=16, default="use")
     trust_level = models.CharField(max_length=32, blank=True, default="")

@@ -41,7 +41,8 @@ class McpServerSetting(models.Model):
         db_table = "mcp_server_settings"
         constraints = [
             models.UniqueConstraint(
-                fields=["user_id", "name"], name="mcp_server_settings_user_name_uq",
+                fields=["user_id", "name"],
+                name="mcp_server_settings_user_name_uq",
             ),
         ]
         indexes = [
@@ -63,7 +64,9 @@ class McpMemory(models.Model):
     user_id = stable_user_id()
     category = models.CharField(max_length=64, null=True, blank=True)
     status = models.CharField(
-        max_length=16, choices=MemoryStatus.choices, default=MemoryStatus.ACTIVE,
+        max_length=16,
+        choices=MemoryStatus.choices,
+        default=MemoryStatus.ACTIVE,
     )
     subject = models.TextField()
     summary = models.TextField(blank=True, default="")
@@ -86,7 +89,8 @@ class McpMemory(models.Model):
         ]
         indexes = [
             models.Index(
-                fields=["user_id", "status", "updated_at"], name="mcp_memories_user_status_ix",
+                fields=["user_id", "status", "updated_at"],
+                name="mcp_memories_user_status_ix",
             ),
             models.Index(fields=["user_id", "category", "status"], name="mcp_memories_user_cat_ix"),
             models.Index(fields=["user_id", "dedupe_key"], name="mcp_memories_user_dedupe_ix"),

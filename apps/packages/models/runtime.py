@@ -101,7 +101,8 @@ class UserStorageBucket(models.Model):
         db_table = "user_storage_buckets"
         constraints = [
             models.UniqueConstraint(
-                fields=["user_id", "storage_id"], name="user_storage_buckets_pk_uq",
+                fields=["user_id", "storage_id"],
+                name="user_storage_buckets_pk_uq",
             ),
             models.CheckConstraint(
                 condition=Q(kind__in=StorageBucketKind.values),

@@ -33,7 +33,8 @@ class ValueBucket(models.Model):
         db_table = "value_buckets"
         constraints = [
             models.CheckConstraint(
-                condition=Q(scope__in=ValueScope.values), name="value_buckets_scope_valid",
+                condition=Q(scope__in=ValueScope.values),
+                name="value_buckets_scope_valid",
             ),
             models.UniqueConstraint(
                 fields=["user_id", "scope", "binding_key"], name="value_buckets_user_scope_key_uq"
@@ -87,7 +88,8 @@ class SecretBucket(models.Model):
         db_table = "secret_buckets"
         constraints = [
             models.CheckConstraint(
-                condition=Q(scope__in=SecretScope.values), name="secret_buckets_scope_valid",
+                condition=Q(scope__in=SecretScope.values),
+                name="secret_buckets_scope_valid",
             ),
             models.UniqueConstraint(
                 fields=["user_id", "scope", "binding_key"], name="secret_buckets_user_scope_key_uq"

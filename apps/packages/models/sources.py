@@ -114,7 +114,8 @@ class SavedPackage(models.Model):
         db_table = "saved_packages"
         constraints = [
             models.UniqueConstraint(
-                fields=["user_id", "kody_id"], name="saved_packages_kody_id_uq",
+                fields=["user_id", "kody_id"],
+                name="saved_packages_kody_id_uq",
             ),
             models.UniqueConstraint(fields=["user_id", "name"], name="saved_packages_name_uq"),
         ]
@@ -188,7 +189,8 @@ class PublishedBundleArtifact(models.Model):
         ]
         indexes = [
             models.Index(
-                fields=["source_id", "published_commit"], name="pub_bundle_source_commit_ix",
+                fields=["source_id", "published_commit"],
+                name="pub_bundle_source_commit_ix",
             ),
             # The 30-day retention prune walks rows across users by age.
             models.Index(fields=["created_at"], name="pub_bundle_created_ix"),

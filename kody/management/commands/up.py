@@ -60,9 +60,16 @@ class Command(BaseCommand):
             (
                 "web",
                 [
-                    python, "-m", "uvicorn", "config.asgi:application",
-                    "--host", options["host"], "--port", str(options["port"]),
-                    "--app-dir", str(settings.BASE_DIR),
+                    python,
+                    "-m",
+                    "uvicorn",
+                    "config.asgi:application",
+                    "--host",
+                    options["host"],
+                    "--port",
+                    str(options["port"]),
+                    "--app-dir",
+                    str(settings.BASE_DIR),
                 ],
             )
         ]
