@@ -20,6 +20,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+ACTOR_CALL = """
+from apps.entitlements.actor import UserMeter
+r = UserMeter.call("d" * 64, "consume", resource="execute_calls_per_day", day="2026-11-29",
+                   limit=5, timeout=60)
+print(f"allowed={r['allowed']} count={r['count']}")
+"""
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -89,6 +97,16 @@ def test_up_serves_the_site_and_stops_every_child(fresh_env):
         assert status == 200
         assert "Kody" in body
         assert _get(f"http://127.0.0.1:{port}/healthz") == (200, '{"status": "ok"}')
+        # The shard workers it started answer an actor call through the real queue.
+        reply = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", ACTOR_CALL],
+            cwd=ROOT,
+            env={**fresh_env, "KODY_ACTORS_INLINE": "0"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert "allowed=True count=1" in reply.stdout, reply.stdout + reply.stderr
     finally:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
