@@ -1,13 +1,22 @@
-"""Running calls: one transaction per user per batch (group commit), in arrival order.
+"""Running calls: one transaction per batch (group commit across users), in arrival order.
 
 Design note. A shard worker hands ``execute`` every call it drained. Calls are grouped by
-user, keeping each user's order. Per group, one transaction: ``SET LOCAL search_path``, lock
-the owner row (``SELECT ... FOR UPDATE``), refuse the whole group if the owner differs, skip
-calls whose idempotency key already has a record (their stored outcome is the answer), run the
-rest, and write their records — then one COMMIT for all of them. The first attempt runs the
-methods without savepoints, which is what makes group commit cheap; if any method raises, the
-transaction is rolled back and the group runs again with one savepoint per call, so a failing
-call cannot undo its neighbours. Inline calls use this same path with a group of one.
+user, keeping each user's order. A batch holding several users runs in ONE transaction; per
+user: ``SET LOCAL search_path``, lock the owner row (``SELECT ... FOR UPDATE``), refuse the
+user's calls if the owner differs, skip calls whose idempotency key already has a record
+(their stored outcome is the answer), run the rest and write their records — then one COMMIT
+for the whole batch. The first attempt runs without any savepoint, which is what makes group
+commit cheap. If anything in it raises, the transaction is rolled back and the batch runs
+again with one savepoint per user (whose scope restores ``search_path`` at its end); a user
+whose method raises is rolled back to that savepoint and rerun with one savepoint per call,
+so a failing call cannot undo its neighbours, nor a failing user the other users. A user
+that fails in any other way (schema gone, an unexpected error) is rolled back to its
+savepoint and run alone, after the batch commits, the way a single user always runs.
+
+Each user maps to one shard and a shard has one consumer, so a batch takes owner-row locks
+no other batch wants; inline calls hold at most one user's lock, so there is no lock cycle.
+A batch with one user, and every call made inside a caller's transaction (inline), runs as
+one transaction per user as before.
 """
 
 from __future__ import annotations
@@ -57,10 +66,76 @@ def execute(calls: Sequence[Call], using: str = DEFAULT_DB_ALIAS) -> list[Outcom
         group = groups.setdefault((call.user_id, call.schema), _Group(call.user_id, call.schema))
         group.indexes.append(index)
         group.calls.append(call)
-    for group in groups.values():
-        for index, outcome in zip(group.indexes, _run_group(group, using), strict=True):
+    ordered = list(groups.values())
+    if len(ordered) > 1 and not connections[using].in_atomic_block:
+        results = _run_batch(ordered, using)
+    else:
+        results = [_run_group(group, using) for group in ordered]
+    for group, group_outcomes in zip(ordered, results, strict=True):
+        for index, outcome in zip(group.indexes, group_outcomes, strict=True):
             outcomes[index] = outcome
     return [outcome for outcome in outcomes if outcome is not None]
+
+
+class _RunAlone(Exception):
+    """This user's calls failed in the batch other than by a method raising: roll them back
+    and run them on their own after the batch commits (the single-user path below)."""
+
+
+def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
+    """Several users' calls in one transaction: one COMMIT for the whole batch."""
+    results: list[list[Outcome] | None] = [None] * len(groups)
+    batched: list[int] = []
+    for index, group in enumerate(groups):
+        try:
+            ensure_schema(group.user_id, using)  # its own transaction when it creates
+            batched.append(index)
+        except Exception as exc:
+            if isinstance(exc, DatabaseError) and not _usable(using):
+                raise
+            # Left out of the batch: _run_group below reports the failure as before.
+    try:
+        with transaction.atomic(using=using):
+            for index in batched:
+                results[index] = _in_transaction(groups[index], using, savepoints=False)
+    except Exception as exc:
+        if isinstance(exc, DatabaseError) and not _usable(using):
+            raise
+        results = [None] * len(groups)
+        try:
+            with transaction.atomic(using=using):
+                for index in batched:
+                    try:
+                        results[index] = _guarded(groups[index], using)
+                    except _RunAlone:
+                        pass  # rolled back to its savepoint; runs alone after the commit
+        except Exception as exc:  # the batch's COMMIT itself failed: every user on its own
+            if isinstance(exc, DatabaseError) and not _usable(using):
+                raise
+            log.exception("batch transaction failed; running its users one by one")
+            results = [None] * len(groups)
+    for index, group in enumerate(groups):
+        if results[index] is None:  # not batched, run alone, or the batch failed to commit
+            results[index] = _run_group(group, using)
+    return [outcomes for outcomes in results if outcomes is not None]
+
+
+def _guarded(group: _Group, using: str) -> list[Outcome]:
+    """One user inside the batch transaction, behind its own savepoint."""
+    for savepoints in (False, True):
+        try:
+            with transaction.atomic(using=using):
+                return _in_transaction(group, using, savepoints=savepoints)
+        except _MethodRaised:
+            continue  # rolled back to the user's savepoint; rerun with one per call
+        except OwnerMismatch as exc:
+            log.warning("refused %d call(s): %s", len(group.calls), exc)
+            return [Outcome.failure(exc, recordable=False)] * len(group.calls)
+        except Exception as exc:
+            if isinstance(exc, DatabaseError) and not _usable(using):
+                raise
+            raise _RunAlone from exc
+    raise AssertionError("with savepoints per call a method cannot raise out of its group")
 
 
 def _run_group(group: _Group, using: str) -> list[Outcome]:
@@ -93,6 +168,12 @@ def _usable(using: str) -> bool:
 
 
 def _transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outcome]:
+    with transaction.atomic(using=using):
+        return _in_transaction(group, using, savepoints=savepoints)
+
+
+def _in_transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outcome]:
+    """One user's calls inside an open transaction (or savepoint) that the caller commits."""
     connection = connections[using]
     prelude = [
         ("SELECT owner_id FROM actor_owner WHERE id = 1 FOR UPDATE", ()),
@@ -101,10 +182,7 @@ def _transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outcome
             [[call.id for call in group.calls]],
         ),
     ]
-    with (
-        transaction.atomic(using=using),
-        user_schema_scope(group.schema, using, then=prelude) as (owner, records),
-    ):
+    with user_schema_scope(group.schema, using, then=prelude) as (owner, records):
         if not owner or owner[0][0] != group.user_id:
             raise OwnerMismatch(f"schema {group.schema} does not belong to the calling user")
         done = {call_id: Outcome.parse(text) for call_id, text in records}

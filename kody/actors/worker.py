@@ -9,8 +9,9 @@ has exactly one writer, concurrency 1). A thread:
 2. moves up to ``KODY_ACTOR_BATCH_SIZE`` calls at once from the queue to its in-flight list
    (a Lua script, atomic with the lease check); when the queue is empty it blocks for one
    call and runs it alone, so batches form only under load and cost idle callers nothing;
-3. runs them through ``kody.actors.runtime.execute`` (one transaction per user), then pushes
-   every reply and deletes the in-flight list in one pipeline.
+3. runs them through ``kody.actors.runtime.execute`` (one transaction for the whole batch,
+   a savepoint per user when something fails), then, after its COMMIT, pushes every reply
+   and deletes the in-flight list in one pipeline.
 
 A worker killed at any point leaves its calls in the in-flight list; whoever takes the lease
 next runs them first. Calls that had committed find their records and answer from them, so a

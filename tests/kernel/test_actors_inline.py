@@ -147,3 +147,45 @@ def test_the_scope_refuses_to_run_outside_a_transaction(owner_id):
     with pytest.raises(transaction.TransactionManagementError):
         with user_schema_scope(schema_name_for(owner_id)):
             pass
+
+
+def test_a_batch_over_several_users_commits_together_and_isolates_failures(
+    owner_id, outsider_id, inline_actors
+):
+    consume(owner_id, limit=99)
+    consume(outsider_id, limit=99)
+
+    def call(n: int, user: str, method: str, *args: object, schema_of: str | None = None) -> Call:
+        return Call(
+            id=f"b{n}",
+            user_id=user,
+            schema=schema_name_for(schema_of or user),
+            actor=Probe.name,
+            method=method,
+            args=list(args),
+        )
+
+    calls = [
+        call(0, owner_id, "bump"),
+        call(1, outsider_id, "bump"),
+        call(2, owner_id, "fail", "no"),
+        call(3, outsider_id, "bump"),
+        call(4, owner_id, "bump", schema_of=outsider_id),  # forged: refused, nothing recorded
+        call(5, owner_id, "bump"),
+    ]
+    outcomes = execute(calls)
+    assert [o.ok for o in outcomes] == [True, True, False, True, False, True]
+    with pytest.raises(OwnerMismatch):
+        outcomes[4].unwrap()
+    with pytest.raises(ProbeFailed):
+        outcomes[2].unwrap()
+    values = [outcomes[i].unwrap() for i in (0, 1, 3, 5)]
+    assert values == [2, 2, 3, 3]  # the failing call's bump was rolled back, nobody else's
+    assert search_path() == '"$user", public'
+    # Redelivered (a worker died before answering): answered from the records, applied once.
+    again = execute(calls)
+    assert [again[i].unwrap() for i in (0, 1, 3, 5)] == values
+    with pytest.raises(ProbeFailed):
+        again[2].unwrap()
+    assert Probe.call(owner_id, "bump") == 4
+    assert Probe.call(outsider_id, "bump") == 4
