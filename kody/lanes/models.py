@@ -42,6 +42,9 @@ class LaneRunRecord(models.Model):
     consecutive_failures = models.IntegerField(default=0, db_default=0)
     # Counted when a run starts, so a run that died without finishing still shows up.
     total_runs = models.BigIntegerField(default=0, db_default=0)
+    # Claimed by the dispatcher once per hourly/daily window, so a window is enqueued once
+    # even when beat ticks twice in it or a catch-up finds the run still queued.
+    last_dispatched_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "kody_lane_runs"

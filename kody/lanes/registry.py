@@ -19,9 +19,9 @@ import importlib
 import importlib.util
 import logging
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -111,8 +111,34 @@ def all_lanes() -> list[Lane]:
     return sorted(_lanes.values(), key=lambda item: item.name)
 
 
-def due_lanes(now: datetime) -> list[Lane]:
-    return [item for item in all_lanes() if item.is_due(now)]
+def window_start(cadence: Cadence, now: datetime) -> datetime | None:
+    """Start of the latest hourly/daily window at or before ``now`` (None for other cadences)."""
+    if cadence is Cadence.HOURLY:
+        return now.replace(minute=0, second=0, microsecond=0)
+    if cadence is Cadence.DAILY:
+        today = now.replace(hour=3, minute=0, second=0, microsecond=0)
+        return today if now >= today else today - timedelta(days=1)
+    return None
+
+
+def missed_window(item: Lane, now: datetime, last_started: datetime | None) -> bool:
+    """A lane that has run before but not since its latest window opened: beat was down or
+    late for that window's tick. A lane that never ran waits for its first window instead."""
+    start = window_start(item.cadence, now)
+    return start is not None and last_started is not None and last_started < start
+
+
+def due_lanes(
+    now: datetime, last_started: Mapping[str, datetime | None] | None = None
+) -> list[Lane]:
+    """Lanes due at ``now``; with ``last_started`` (lane → last start), also the lanes whose
+    latest window was missed."""
+    last_started = last_started or {}
+    return [
+        item
+        for item in all_lanes()
+        if item.is_due(now) or missed_window(item, now, last_started.get(item.name))
+    ]
 
 
 _KERNEL_LANE_MODULES = ("kody.actors.lanes", "kody.kv.lanes")

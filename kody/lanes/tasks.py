@@ -7,9 +7,11 @@ from datetime import datetime
 
 from celery import shared_task
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from kody.lanes import registry
+from kody.lanes.models import LaneRunRecord
 from kody.lanes.runner import LockContention, run_lane
 
 log = logging.getLogger("kody.lanes")
@@ -23,11 +25,34 @@ def backoff_seconds(retries: int) -> float:
     return min(base * (2**retries), 60.0)
 
 
+_CLAIM_WINDOW = """
+INSERT INTO kody_lane_runs AS r (lane, last_dispatched_at) VALUES (%s, %s)
+ON CONFLICT (lane) DO UPDATE SET last_dispatched_at = EXCLUDED.last_dispatched_at
+WHERE r.last_dispatched_at IS NULL OR r.last_dispatched_at < %s
+RETURNING lane
+"""
+
+
+def _claim_window(item: registry.Lane, now: datetime) -> bool:
+    """True for the one dispatch of an hourly/daily window; every-tick lanes always run."""
+    start = registry.window_start(item.cadence, now)
+    if start is None:
+        return True
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_WINDOW, [item.name, now, start])
+        return cursor.fetchone() is not None
+
+
 @shared_task(name="kody.lanes.dispatch", queue=QUEUE, acks_late=True, ignore_result=True)
 def dispatch(now_iso: str | None = None) -> list[str]:
     """Fired by beat every five minutes: enqueue each due lane as its own task."""
     now = datetime.fromisoformat(now_iso) if now_iso else timezone.now()
-    names = [item.name for item in registry.due_lanes(now) if not item.retired]
+    last_started = dict(LaneRunRecord.objects.values_list("lane", "last_started_at"))
+    names = [
+        item.name
+        for item in registry.due_lanes(now, last_started)
+        if not item.retired and _claim_window(item, now)
+    ]
     for module in registry.discovery_errors:
         log.error("lanes of %s are not running: the module failed to import", module)
     for name in names:

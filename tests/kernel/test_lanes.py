@@ -172,3 +172,55 @@ def test_lock_contention_retries_three_times_then_stops(lanes, celery_worker, ca
     finally:
         holder.rollback()
         holder.close()
+
+
+@pytest.fixture
+def enqueued(monkeypatch):
+    """Names the dispatcher enqueues, captured instead of sent to the broker."""
+    from kody.lanes import tasks
+
+    names: list[str] = []
+    monkeypatch.setattr(tasks.run, "apply_async", lambda args: names.append(args[0]))
+    return names
+
+
+def _dispatched(enqueued: list[str], when: datetime) -> list[str]:
+    enqueued.clear()
+    dispatch(when.isoformat())
+    return [name for name in enqueued if name.startswith("test_")]
+
+
+def test_a_daily_lane_that_missed_its_window_runs_on_the_next_tick(lanes, enqueued, db):
+    from datetime import timedelta
+
+    from kody.lanes.models import LaneRunRecord
+
+    lanes("test_daily", lambda run: None, cadence=Cadence.DAILY)
+    LaneRunRecord.objects.create(lane="test_daily", last_started_at=at(3, 0) - timedelta(days=1))
+    # Beat was down at 03:00: the 03:10 tick catches up, once.
+    assert _dispatched(enqueued, at(3, 10)) == ["test_daily"]
+    assert _dispatched(enqueued, at(3, 15)) == []  # still queued: not enqueued twice
+
+
+def test_an_hourly_lane_that_ran_this_hour_is_not_caught_up(lanes, enqueued, db):
+    from kody.lanes.models import LaneRunRecord
+
+    lanes("test_hourly", lambda run: None, cadence=Cadence.HOURLY)
+    LaneRunRecord.objects.create(lane="test_hourly", last_started_at=at(13, 1))
+    assert _dispatched(enqueued, at(13, 40)) == []
+    LaneRunRecord.objects.filter(lane="test_hourly").update(last_started_at=at(12, 0))
+    assert _dispatched(enqueued, at(13, 40)) == ["test_hourly"]
+
+
+def test_a_lane_that_never_ran_waits_for_its_window(lanes, enqueued, db):
+    lanes("test_new_daily", lambda run: None, cadence=Cadence.DAILY)
+    assert _dispatched(enqueued, at(3, 10)) == []
+    assert _dispatched(enqueued, at(3, 0)) == ["test_new_daily"]
+
+
+def test_a_window_is_enqueued_once_when_beat_ticks_twice_in_it(lanes, enqueued, db):
+    lanes("test_hourly_twice", lambda run: None, cadence=Cadence.HOURLY)
+    lanes("test_every_tick", lambda run: None)
+    assert sorted(_dispatched(enqueued, at(13, 0))) == ["test_every_tick", "test_hourly_twice"]
+    assert _dispatched(enqueued, at(13, 4)) == ["test_every_tick"]
+    assert sorted(_dispatched(enqueued, at(14, 0))) == ["test_every_tick", "test_hourly_twice"]
