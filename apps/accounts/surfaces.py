@@ -67,6 +67,17 @@ class OutOfBandSurface:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+def _listing_child(table: str) -> TableTarget:
+    """Other people's rows on the user's own listings: deleted with the listing, not exported."""
+    return TableTarget(
+        table,
+        Match.LISTING_CHILD,
+        columns=("listing_id",),
+        parent="community_listings",
+        export=False,
+    )
+
+
 # Deletion runs the D1-style targets in this order (children before parents); export reads the
 # same list. Each app owns its own block; keep blocks in dependency order.
 USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
@@ -191,45 +202,15 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
     ),
     # --- community ------------------------------------------------------------------------
     # Each child table pairs "rows on the user's own listings" with "the user's own rows".
-    TableTarget(
-        "community_ratings",
-        Match.LISTING_CHILD,
-        columns=("listing_id",),
-        parent="community_listings",
-        export=False,
-    ),
+    _listing_child("community_ratings"),
     TableTarget("community_ratings", Match.USER_ID),
-    TableTarget(
-        "community_stars",
-        Match.LISTING_CHILD,
-        columns=("listing_id",),
-        parent="community_listings",
-        export=False,
-    ),
+    _listing_child("community_stars"),
     TableTarget("community_stars", Match.USER_ID),
-    TableTarget(
-        "community_activity_events",
-        Match.LISTING_CHILD,
-        columns=("listing_id",),
-        parent="community_listings",
-        export=False,
-    ),
+    _listing_child("community_activity_events"),
     TableTarget("community_activity_events", Match.USER_COLUMNS, columns=("actor_user_id",)),
-    TableTarget(
-        "community_forks",
-        Match.LISTING_CHILD,
-        columns=("listing_id",),
-        parent="community_listings",
-        export=False,
-    ),
+    _listing_child("community_forks"),
     TableTarget("community_forks", Match.USER_COLUMNS, columns=("forker_user_id",)),
-    TableTarget(
-        "community_reports",
-        Match.LISTING_CHILD,
-        columns=("listing_id",),
-        parent="community_listings",
-        export=False,
-    ),
+    _listing_child("community_reports"),
     TableTarget(
         "community_reports",
         Match.USER_COLUMNS,
