@@ -128,8 +128,8 @@ def queues() -> Section:
     pipe = broker_client().pipeline(transaction=False)
     for name in shard_names:
         pipe.llen(name)
-        pipe.llen(f"{name}.inflight")
-        pipe.exists(f"{name}.lease")
+        pipe.llen(transport.inflight_key(name))
+        pipe.exists(transport.lease_key(name))
     for name in CELERY_QUEUES:
         for key in _kombu_lists(name):
             pipe.llen(key)

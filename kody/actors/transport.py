@@ -29,6 +29,16 @@ def all_queue_names() -> list[str]:
     return [queue_name(shard) for shard in range(settings.KODY_ACTOR_SHARDS)]
 
 
+def inflight_key(queue: str) -> str:
+    """Calls a shard worker has taken and not yet answered (replayed after a crash)."""
+    return f"{queue}.inflight"
+
+
+def lease_key(queue: str) -> str:
+    """Held by the one worker consuming ``queue``."""
+    return f"{queue}.lease"
+
+
 def shard_of_queue(name: str) -> int | None:
     if not name.startswith(QUEUE_PREFIX):
         return None

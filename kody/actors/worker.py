@@ -62,8 +62,8 @@ class ShardConsumer(threading.Thread):
         self.shard = shard
         self.stopping = stopping
         self.queue = transport.queue_name(shard)
-        self.inflight = f"{self.queue}.inflight"
-        self.lease = f"{self.queue}.lease"
+        self.inflight = transport.inflight_key(self.queue)
+        self.lease = transport.lease_key(self.queue)
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.batch_size = settings.KODY_ACTOR_BATCH_SIZE
         self.lease_ms = int(settings.KODY_ACTOR_LEASE_SECONDS * 1000)

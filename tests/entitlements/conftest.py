@@ -116,7 +116,7 @@ def celery_worker(settings, committed_schemas_dropped: None, django_db_blocker) 
         ) as worker,
     ):
         deadline = time.monotonic() + 20
-        while not all(client.exists(f"{q}.lease") for q in transport.all_queue_names()):
+        while not all(client.exists(transport.lease_key(q)) for q in transport.all_queue_names()):
             if time.monotonic() > deadline:
                 raise RuntimeError("shard consumers did not start")
             time.sleep(0.05)

@@ -87,7 +87,7 @@ def _wait_for_leases(shards: int, timeout: float = 20.0) -> None:
     client = transport.client()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if all(client.exists(f"{transport.queue_name(n)}.lease") for n in range(shards)):
+        if all(client.exists(transport.lease_key(transport.queue_name(n))) for n in range(shards)):
             return
         time.sleep(0.05)
     raise RuntimeError("shard consumers did not start")
