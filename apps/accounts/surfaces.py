@@ -367,22 +367,64 @@ OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
         export=False,
         note="derived retriever index; kody.kv.store.delete_user_keys",
     ),
-    # --- entitlements ---------------------------------------------------------------------
-    OutOfBandSurface(
-        "actor",
-        "entitlements.UserMeter",
-        export=True,
-        note="daily counters, inbound claims, storage bytes, service liveness, worker days, "
-        "inbound MCP last-used; export pages UserMeter.export_counters (section user_meter), "
-        "deletion calls UserMeter.purge (keeps the deletion tombstone)",
-    ),
-    OutOfBandSurface(
-        "actor",
-        "entitlements.StripePlanRefresh",
-        export=False,
-        note="only a one-shot alarm; deletion calls StripePlanRefresh.cancel",
-    ),
 )
+
+
+# --- actors: export, purge and blob-reference hooks ---------------------------------------
+
+
+@dataclass(frozen=True)
+class ActorSurface:
+    """How deletion and export reach one actor's per-user state.
+
+    Each app registers its actors from its ``actor`` package with ``register_actor`` (so the
+    hooks sit next to the code they describe). The hooks are method names on the actor, each
+    marked ``@kody.actors.deletion_safe`` (they must run while the account is being deleted):
+
+    * ``export_pages(cursor: str | None = None, limit: int = 500) -> dict`` — one page; the
+      dict carries ``"next_cursor"`` (opaque string, or ``None`` on the last page) beside the
+      page's content. Export writes each page as one JSON line of section ``export_section``.
+    * ``purge() -> dict`` — deletes every row of the actor's tables (never blobs), returns
+      ``{"deleted": {table: count, ...}, ...}``; idempotent.
+    * ``blob_references(cursor: str | None = None, limit: int = 500) -> dict`` — the blobs
+      the actor's rows point at: ``{"references": [{"bucket": name, "key": key}, ...],
+      "next_cursor": ...}``. Deletion reads every page *before* ``purge`` and deletes those
+      blobs first, then sweeps the owner's blob prefixes.
+
+    ``export_pages`` may be ``None`` only with a ``note`` saying why nothing is exported;
+    ``blob_references`` is ``None`` for an actor that stores no blob keys.
+    """
+
+    actor: str  # the actor's wire name (``Actor.name``)
+    purge: str
+    export_pages: str | None
+    export_section: str | None
+    blob_references: str | None = None
+    note: str = ""
+
+
+_ACTOR_SURFACES: dict[str, ActorSurface] = {}
+
+
+def register_actor(surface: ActorSurface) -> ActorSurface:
+    """Declare an actor's deletion/export hooks (call it from the app's ``actor`` package)."""
+    if (surface.export_pages is None) != (surface.export_section is None):
+        raise ValueError(f"{surface.actor}: export_pages and export_section go together")
+    if surface.export_pages is None and not surface.note:
+        raise ValueError(f"{surface.actor}: say in note why the actor is not exported")
+    existing = _ACTOR_SURFACES.get(surface.actor)
+    if existing is not None and existing != surface:
+        raise ValueError(f"{surface.actor} is registered twice with different hooks")
+    _ACTOR_SURFACES[surface.actor] = surface
+    return surface
+
+
+def actor_surfaces() -> dict[str, ActorSurface]:
+    """Every registered actor surface, after every app's actors have been imported."""
+    from kody.actors.discovery import autodiscover
+
+    autodiscover()
+    return dict(_ACTOR_SURFACES)
 
 
 def target_tables() -> set[str]:

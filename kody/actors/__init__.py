@@ -1,9 +1,10 @@
 """Actors: per-user single writers over per-user schemas (see kody/actors/base.py)."""
 
-from kody.actors.base import Actor, CallContext
+from kody.actors.base import Actor, CallContext, deletion_safe, is_deletion_safe
 from kody.actors.errors import (
     ActorCallTimeout,
     ActorError,
+    ActorUnavailable,
     OwnerMismatch,
     UnknownActor,
     UnknownMethod,
@@ -13,8 +14,11 @@ __all__ = [
     "Actor",
     "ActorCallTimeout",
     "ActorError",
+    "ActorUnavailable",
     "CallContext",
     "OwnerMismatch",
     "UnknownActor",
     "UnknownMethod",
+    "deletion_safe",
+    "is_deletion_safe",
 ]

@@ -145,6 +145,18 @@ def sync_registry_alarm(cursor: Any, user_id: str) -> None:
     )
 
 
+def deletion_safe(method: Any) -> Any:
+    """Mark an actor method as one an account deletion needs (purge, export pages, blob
+    references, lease drain). While a user is marked for deletion the kernel runs only these
+    and refuses every other method with a typed error."""
+    method.kody_deletion_safe = True
+    return method
+
+
+def is_deletion_safe(actor: type[Actor], method: str) -> bool:
+    return bool(getattr(getattr(actor, method, None), "kody_deletion_safe", False))
+
+
 def actor_named(name: str) -> type[Actor]:
     try:
         return _registry[name]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kody.errors import KodyError
+
 
 class ActorError(Exception):
     """Base for actor-layer failures (also stands in for a remote type that cannot be imported)."""
@@ -28,3 +30,16 @@ class ActorCallTimeout(ActorError, TimeoutError):
         self.method = method
         self.call_id = call_id
         self.timeout = timeout
+
+
+class ActorUnavailable(KodyError, ActorError):
+    """The actor layer cannot take the call now (broker or database unreachable).
+
+    Nothing ran, or the call's outcome is unknown: retry with the same idempotency key.
+    Every surface answers it as HTTP 503 with ``Retry-After``.
+    """
+
+    code = "actor_unavailable"
+    status = 503
+    message = "The service is briefly unavailable; retry shortly."
+    retry_after_seconds = 5

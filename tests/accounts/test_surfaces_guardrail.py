@@ -124,3 +124,45 @@ def test_a_table_is_declared_once():
 
 def test_exclusions_give_a_reason():
     assert all(t.reason.strip() for t in (*surfaces.OPERATOR_OWNED_TABLES, *surfaces.GLOBAL_TABLES))
+
+
+# --- actors --------------------------------------------------------------------------------
+
+# The kernel's own actors hold no user data of their own (alarms are re-armed by their owners).
+KERNEL_ACTORS = {"kody.AlarmClock"}
+
+
+def _product_actors() -> dict[str, type]:
+    from kody.actors.base import _registry
+    from kody.actors.discovery import autodiscover
+
+    autodiscover()
+    return {
+        name: actor
+        for name, actor in _registry.items()
+        if name not in KERNEL_ACTORS and not actor.__module__.startswith("tests.")
+    }
+
+
+def test_every_product_actor_registers_deletion_and_export_hooks():
+    from apps.accounts.surfaces import actor_surfaces
+
+    registered = actor_surfaces()
+    actors = _product_actors()
+    assert actors, "no product actor was discovered"
+    missing = sorted(set(actors) - set(registered))
+    assert not missing, f"actors without an ActorSurface (apps/accounts/surfaces.py): {missing}"
+    stale = sorted(set(registered) - set(actors))
+    assert not stale, f"ActorSurface entries for actors that do not exist: {stale}"
+
+
+def test_every_actor_hook_is_an_exposed_deletion_safe_method():
+    from apps.accounts.surfaces import actor_surfaces
+    from kody.actors import is_deletion_safe
+
+    actors = _product_actors()
+    for name, surface in actor_surfaces().items():
+        actor = actors[name]
+        for hook in filter(None, (surface.purge, surface.export_pages, surface.blob_references)):
+            assert hook in actor.exposed_methods(), f"{name}.{hook} is not callable"
+            assert is_deletion_safe(actor, hook), f"{name}.{hook} lacks @deletion_safe"

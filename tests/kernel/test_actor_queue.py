@@ -13,16 +13,17 @@ from apps.entitlements.actor import UnknownResource, UserMeter
 from kody.actors import ActorCallTimeout, OwnerMismatch, transport
 from kody.actors.wire import Call, Outcome
 from kody.userschema.naming import schema_name_for
+from tests.clock import today_iso
 from tests.kernel import sample_actors
 from tests.kernel.sample_actors import Probe, ProbeFailed
 
 pytestmark = [pytest.mark.queue, pytest.mark.django_db(transaction=True)]
 
-TODAY = "2026-11-29"
-
 
 def consume(user: str, limit: int = 100_000) -> dict:
-    return UserMeter.call(user, "consume", resource="execute_calls_per_day", day=TODAY, limit=limit)
+    return UserMeter.call(
+        user, "consume", resource="execute_calls_per_day", day=today_iso(), limit=limit
+    )
 
 
 def hammer(users: list[str], threads: int, calls: int) -> dict[str, list[list[int]]]:
@@ -58,7 +59,7 @@ def test_eight_threads_times_500_calls_count_exactly_4000(owner_id, celery_worke
     seen = hammer([owner_id], threads=8, calls=500)
     assert_exact(seen[owner_id], 4000)
     assert (
-        UserMeter.call(owner_id, "read", resource="execute_calls_per_day", day=TODAY)["count"]
+        UserMeter.call(owner_id, "read", resource="execute_calls_per_day", day=today_iso())["count"]
         == 4000
     )
 
@@ -71,7 +72,7 @@ def test_two_users_interleaved_stay_exact_per_user(owner_id, outsider_id, celery
 
 def test_exceptions_cross_the_queue_with_their_type(owner_id, celery_worker):
     with pytest.raises(UnknownResource):
-        UserMeter.call(owner_id, "consume", resource="nope", day=TODAY, limit=1)
+        UserMeter.call(owner_id, "consume", resource="nope", day=today_iso(), limit=1)
     with pytest.raises(ProbeFailed) as caught:
         Probe.call(owner_id, "fail", "via queue")
     assert caught.value.details == {"why": "via queue"}
@@ -85,7 +86,7 @@ def test_a_forged_message_for_another_users_schema_is_refused(owner_id, outsider
         schema=schema_name_for(outsider_id),
         actor=UserMeter.name,
         method="consume",
-        kwargs={"resource": "execute_calls_per_day", "day": TODAY, "limit": 9},
+        kwargs={"resource": "execute_calls_per_day", "day": today_iso(), "limit": 9},
     )
     queue = transport.queue_name(transport.shard_for(owner_id))
     reply = transport.push_and_wait(queue, forged.encode(), forged.id, timeout=10)
@@ -106,12 +107,14 @@ def test_the_workers_search_path_is_public_after_a_failed_call(owner_id, celery_
 
 
 def test_cast_returns_at_once_and_the_call_still_runs(owner_id, celery_worker):
-    key = UserMeter.cast(owner_id, "consume", resource="email_sends_per_day", day=TODAY, limit=5)
+    key = UserMeter.cast(
+        owner_id, "consume", resource="email_sends_per_day", day=today_iso(), limit=5
+    )
     assert isinstance(key, str)
     assert (
-        UserMeter.call(owner_id, "consume", resource="email_sends_per_day", day=TODAY, limit=5)[
-            "count"
-        ]
+        UserMeter.call(
+            owner_id, "consume", resource="email_sends_per_day", day=today_iso(), limit=5
+        )["count"]
         == 2
     )
 

@@ -14,16 +14,15 @@ from kody.actors.runtime import execute
 from kody.actors.wire import Call
 from kody.userschema.naming import schema_name_for
 from kody.userschema.scope import user_schema_scope
+from tests.clock import today_iso
 from tests.kernel.sample_actors import Probe, ProbeFailed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TODAY = "2026-11-29"
-
 
 def consume(user: str, limit: int = 3, **extra: object) -> dict:
     return UserMeter.call(
-        user, "consume", resource="execute_calls_per_day", day=TODAY, limit=limit, **extra
+        user, "consume", resource="execute_calls_per_day", day=today_iso(), limit=limit, **extra
     )
 
 
@@ -41,7 +40,8 @@ def test_consume_charges_until_the_limit_then_denies(owner_id, inline_actors):
         (False, 2, 2),
     ]
     assert (
-        UserMeter.call(owner_id, "read", resource="execute_calls_per_day", day=TODAY)["count"] == 2
+        UserMeter.call(owner_id, "read", resource="execute_calls_per_day", day=today_iso())["count"]
+        == 2
     )
 
 
@@ -69,7 +69,7 @@ def test_cold_bootstrap_prunes_days_older_than_seven(owner_id, inline_actors):
 
 def test_an_actor_exception_reaches_the_caller_with_its_type(owner_id, inline_actors):
     with pytest.raises(UnknownResource):
-        UserMeter.call(owner_id, "consume", resource="nope", day=TODAY, limit=1)
+        UserMeter.call(owner_id, "consume", resource="nope", day=today_iso(), limit=1)
     with pytest.raises(ProbeFailed) as caught:
         Probe.call(owner_id, "fail", "boom")
     assert caught.value.details == {"why": "boom"} and caught.value.code == "probe_failed"
@@ -98,7 +98,7 @@ def test_a_call_for_another_users_schema_is_refused(owner_id, outsider_id, inlin
         schema=schema_name_for(outsider_id),
         actor=UserMeter.name,
         method="consume",
-        kwargs={"resource": "execute_calls_per_day", "day": TODAY, "limit": 9},
+        kwargs={"resource": "execute_calls_per_day", "day": today_iso(), "limit": 9},
     )
     [outcome] = execute([forged])
     with pytest.raises(OwnerMismatch):

@@ -21,9 +21,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 ACTOR_CALL = """
+from django.utils import timezone
 from apps.entitlements.actor import UserMeter
-r = UserMeter.call("d" * 64, "consume", resource="execute_calls_per_day", day="2026-11-29",
-                   limit=5, timeout=60)
+r = UserMeter.call("d" * 64, "consume", resource="execute_calls_per_day",
+                   day=timezone.now().date().isoformat(), limit=5, timeout=60)
 print(f"allowed={r['allowed']} count={r['count']}")
 """
 

@@ -21,10 +21,9 @@ from kody.userschema.schemas import (
     purge_schema,
     upgrade_schema,
 )
+from tests.clock import today_iso
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-TODAY = "2026-11-29"
 
 
 def _columns(schema: str) -> dict[str, set[str]]:
@@ -69,7 +68,7 @@ def test_creation_builds_every_actor_table_from_the_models(owner_id):
 
 
 def test_no_actor_table_is_reachable_without_the_actor_layer(owner_id, inline_actors):
-    UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=5)
     with pytest.raises(ProgrammingError, match="daily_counters"), transaction.atomic():
         DailyCounter.objects.count()
 
@@ -83,7 +82,7 @@ def test_a_colliding_schema_name_is_refused(owner_id, outsider_id):
 
 
 def test_a_schema_that_lost_its_registry_row_is_adopted_with_its_data(owner_id, inline_actors):
-    UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=5)
     UserSchema.objects.filter(user_id=owner_id).delete()  # e.g. a flushed or partly restored db
     known.clear()
 
@@ -92,7 +91,7 @@ def test_a_schema_that_lost_its_registry_row_is_adopted_with_its_data(owner_id, 
     assert row.version == schema_version()
     # The counter survived adoption: the next charge continues from it.
     result = UserMeter.call(
-        owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5
+        owner_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=5
     )
     assert result["count"] == 2
 
@@ -114,7 +113,7 @@ def test_purge_drops_schema_and_registry_row_and_is_idempotent(
     owner_id, outsider_id, inline_actors
 ):
     for user in (owner_id, outsider_id):
-        UserMeter.call(user, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+        UserMeter.call(user, "consume", resource="execute_calls_per_day", day=today_iso(), limit=5)
     schema = schema_name_for(owner_id)
     assert purge_schema(owner_id) is True
     assert not _schema_exists(schema)
@@ -124,12 +123,12 @@ def test_purge_drops_schema_and_registry_row_and_is_idempotent(
 
 
 def test_a_purged_user_gets_a_fresh_schema_on_the_next_call(owner_id, inline_actors):
-    UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5)
+    UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=5)
     with connection.cursor() as cursor:  # purged behind this process's back: cache is stale
         cursor.execute(f'DROP SCHEMA "{schema_name_for(owner_id)}" CASCADE')
         cursor.execute("DELETE FROM kody_user_schemas WHERE user_id = %s", [owner_id])
     reading = UserMeter.call(
-        owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5
+        owner_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=5
     )
     assert reading["count"] == 1
 
@@ -145,7 +144,7 @@ def test_v1_schema_upgrades_lazily_on_first_call(owner_id, inline_actors):
     assert schema_version() >= 2
     schema = _old_schema(owner_id)
     reading = UserMeter.call(
-        owner_id, "consume", resource="execute_calls_per_day", day=TODAY, limit=5
+        owner_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=5
     )
     assert reading["revision"] == 1
     assert "revision" in _columns(schema)["daily_counters"]

@@ -22,7 +22,7 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.entitlements.actor import models as m
-from kody.actors import Actor
+from kody.actors import Actor, deletion_safe
 
 USER_METER_VERSION = 12  # the original's UserMeter schema version this meter implements
 RESOURCES = frozenset(
@@ -520,6 +520,7 @@ class UserMeter(Actor):
                 for day, resource, count, revision in cursor.fetchall()
             ]
 
+    @deletion_safe
     def export_counters(self, cursor: str | None = None, limit: int = 500) -> dict[str, Any]:
         """One page of daily counters, keyset by (day, resource); meter state on page one."""
         limit = max(1, min(int(limit), EXPORT_PAGE_MAX))
@@ -557,6 +558,7 @@ class UserMeter(Actor):
                 page.update(self._first_page_extras(db))
         return page
 
+    @deletion_safe
     def read_deletion_state(self) -> dict[str, Any]:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT deleting_at FROM {DELETION} WHERE id = 1")
@@ -565,6 +567,7 @@ class UserMeter(Actor):
             leases = cursor.fetchone()[0]
         return {"deleting_at": _iso(row[0]) if row else None, "active_write_leases": leases}
 
+    @deletion_safe
     def purge(self) -> dict[str, Any]:
         """Delete every meter row of this user; an existing deletion tombstone survives."""
         deleted: dict[str, int] = {}

@@ -12,7 +12,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from kody.actors import Actor
+from kody.actors import Actor, deletion_safe
 
 REFRESH_DELAY = timedelta(minutes=10)
 
@@ -26,6 +26,7 @@ class StripePlanRefresh(Actor):
         self.set_alarm(at)
         return {"armed_for": at.isoformat()}
 
+    @deletion_safe
     def cancel(self) -> dict[str, bool]:
         self.clear_alarm()
         return {"cancelled": True}
