@@ -4,6 +4,11 @@ the registry's indexed ``alarm_at``; the ``actor_alarms`` lane casts ``fire`` fo
 A cast lost in the broker loses nothing: ``alarm_at`` stays due until ``fire`` has run, so the
 next tick casts again. The cast's idempotency key names the alarm time, so a duplicate cast for
 the same alarm is answered from its call record.
+
+One clock decides what is due: the app clock (``django.utils.timezone.now``), which is also
+the clock ``set_alarm`` callers use. The lane reads it once and passes it to ``fire`` as a
+parameter, so the registry sweep and the per-actor delete agree even when the app clock and
+the database clock differ (a shifted test clock, a skewed host).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from datetime import datetime
 
 from django.db import connections, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from kody.actors.base import Actor, actor_named, sync_registry_alarm
 from kody.actors.errors import UnknownActor
@@ -24,19 +30,21 @@ log = logging.getLogger("kody.actors")
 class AlarmClock(Actor):
     name = "kody.AlarmClock"
 
-    def fire(self) -> list[str]:
-        """Run ``alarm()`` of every actor of this user whose wake time has passed."""
+    def fire(self, now: str | None = None) -> list[str]:
+        """Run ``alarm()`` of every actor of this user whose wake time is at or before ``now``
+        (ISO 8601, the app clock of whoever found the alarm due; default: this process's)."""
+        at = datetime.fromisoformat(now) if now else timezone.now()
         fired = []
         with connections[self.context.using].cursor() as cursor:
-            cursor.execute("DELETE FROM actor_alarms WHERE at <= now() RETURNING actor")
+            cursor.execute("DELETE FROM actor_alarms WHERE at <= %s RETURNING actor", [at])
             due = sorted(row[0] for row in cursor.fetchall())
             for name in due:
-                if self._wake(name):
+                if self._wake(name, at):
                     fired.append(name)
             sync_registry_alarm(cursor, self.user_id)
         return fired
 
-    def _wake(self, name: str) -> bool:
+    def _wake(self, name: str, now: datetime) -> bool:
         try:
             actor = actor_named(name)
         except UnknownActor:
@@ -46,13 +54,12 @@ class AlarmClock(Actor):
         try:
             with transaction.atomic(using=self.context.using):
                 actor(self.context).alarm()
-        except Exception:
+        except BaseException:  # a BaseException too: it must not fail every other alarm
             log.exception("alarm of %s for %s failed; retrying next tick", name, self.schema)
             with connections[self.context.using].cursor() as cursor:
                 cursor.execute(
-                    "INSERT INTO actor_alarms (actor, at) VALUES (%s, now())"
-                    " ON CONFLICT DO NOTHING",
-                    [name],
+                    "INSERT INTO actor_alarms (actor, at) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                    [name, now],
                 )
             return False
         return True
@@ -69,7 +76,11 @@ def due_alarms(
     return list(rows.order_by("alarm_at", "user_id").values_list("user_id", "alarm_at")[:limit])
 
 
-def cast_alarm(user_id: str, alarm_at: datetime) -> str:
+def cast_alarm(user_id: str, alarm_at: datetime, now: datetime) -> str:
+    """Cast ``fire`` for an alarm found due at ``now`` (the sweeping lane's app clock)."""
     return AlarmClock.cast(
-        user_id, "fire", idempotency_key=f"alarm:{user_id}:{alarm_at.isoformat()}"
+        user_id,
+        "fire",
+        now=now.isoformat(),
+        idempotency_key=f"alarm:{user_id}:{alarm_at.isoformat()}",
     )

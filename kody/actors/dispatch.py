@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -17,6 +18,21 @@ from kody.userschema.naming import schema_name_for
 
 log = logging.getLogger("kody.actors")
 
+MAX_KEY_LENGTH = 160
+
+
+def call_id_for(user_id: str, key: str | None) -> str:
+    """The wire id of a call: its idempotency key scoped to the user.
+
+    The id names the call's record (``actor_calls``) and its reply (``actors.reply.…``), so
+    two users who pick the same key must get different ids, or one could be answered with the
+    other's outcome. A generated key is random and needs no scope."""
+    if key is None:
+        return uuid.uuid4().hex
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise ValueError(f"an idempotency key is 1 to {MAX_KEY_LENGTH} characters")
+    return f"{key}~{hashlib.blake2b(user_id.encode(), digest_size=8).hexdigest()}"
+
 
 def _build(
     actor: type[Actor],
@@ -29,7 +45,7 @@ def _build(
 ) -> Call:
     method_of(actor, method)
     return Call(
-        id=key or uuid.uuid4().hex,
+        id=call_id_for(user_id, key),
         user_id=user_id,
         schema=schema_name_for(user_id),
         actor=actor.name,
@@ -66,7 +82,8 @@ def call(
     queue = transport.queue_name(transport.shard_for(user_id))
     reply = transport.push_and_wait(queue, message.encode(), message.id, wait)
     if reply is None:
-        raise ActorCallTimeout(actor.name, method, message.id, wait)
+        # ``call_id`` is the key to retry with (the caller's own, or the one generated here).
+        raise ActorCallTimeout(actor.name, method, key or message.id, wait)
     return unwrap(reply)
 
 
@@ -79,13 +96,14 @@ def cast(
     *,
     key: str | None = None,
 ) -> str:
-    """Queue a call and return its idempotency key without waiting. Inline mode runs it now
-    and logs (does not raise) a failure, as a worker would."""
+    """Queue a call and return its idempotency key (generated if not given) without waiting:
+    casting again with it re-applies nothing. Inline mode runs it now and logs (does not
+    raise) a failure, as a worker would."""
     message = _build(actor, user_id, method, args, kwargs, key, reply=False)
     if settings.KODY_ACTORS_INLINE:
         outcome = _run_inline(message)
         if not outcome.ok:
             log.warning("inline cast %s.%s failed: %s", actor.name, method, outcome.text[:500])
-        return message.id
+        return key or message.id
     transport.push(transport.queue_name(transport.shard_for(user_id)), message.encode())
-    return message.id
+    return key or message.id

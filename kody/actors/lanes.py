@@ -15,7 +15,7 @@ def actor_alarms(run: LaneRun) -> None:
     while not run.out_of_time():
         due = due_alarms(now, after, run.batch_size)
         for user_id, alarm_at in due:
-            cast_alarm(user_id, alarm_at)
+            cast_alarm(user_id, alarm_at, now)
         run.record(len(due))
         if len(due) < run.batch_size:
             break

@@ -211,17 +211,21 @@ def _invoke(call: Call, using: str, *, savepoints: bool) -> Outcome:
         )
     except Exception as exc:  # unknown actor/method: nothing ran, nothing to record
         return Outcome.failure(exc, recordable=False)
+    # BaseException too: a method that raises SystemExit, KeyboardInterrupt or its own
+    # BaseException subclass fails its call like any other error. Letting it escape would end
+    # the consumer with the batch still in flight, and every successor would replay it and
+    # fall the same way.
     if not savepoints:
         try:
             return Outcome.success(bound(*call.args, **call.kwargs))
-        except Exception as exc:
+        except BaseException as exc:
             raise _MethodRaised from exc
     try:
         with transaction.atomic(using=using):
             return Outcome.success(bound(*call.args, **call.kwargs))
     except DatabaseError as exc:
         return Outcome.failure(exc, recordable=False)
-    except Exception as exc:
+    except BaseException as exc:
         return Outcome.failure(exc)
 
 

@@ -84,3 +84,24 @@ def test_inbound_retries_from_many_threads_charge_once(celery_worker):
         owner.stable_user_id, "read", resource="email_receives_per_day", day="2026-08-20"
     )
     assert final["count"] == 5
+
+
+def test_a_timed_out_charge_retried_with_its_key_charges_once(celery_worker, settings):
+    from kody.actors import ActorCallTimeout
+    from tests.kernel.sample_actors import Probe
+
+    owner, outsider = make_user("owner"), make_user("outsider")
+    uid = owner.stable_user_id
+    # A slow call ahead of it on the owner's shard: the charge cannot be answered in time.
+    Probe.cast(uid, "slow_echo", "ahead", 1.5)
+    settings.KODY_ACTOR_CALL_TIMEOUT = 0.3
+    with pytest.raises(ActorCallTimeout) as caught:
+        services.consume(uid, "execute_calls_per_day", 3, now=NOON, key="job-7:attempt")
+    assert "job-7:attempt" in caught.value.call_id
+    settings.KODY_ACTOR_CALL_TIMEOUT = 30
+    again = services.consume(uid, "execute_calls_per_day", 3, now=NOON, key="job-7:attempt")
+    assert again.count == 3  # the timed-out charge, answered from its record: charged once
+    assert services.consume(uid, "execute_calls_per_day", 3, now=NOON, key="job-8").count == 6
+    # Another user's charge under the same key is their own.
+    other = services.consume(outsider, "execute_calls_per_day", 3, now=NOON, key="job-7:attempt")
+    assert other.count == 3

@@ -21,6 +21,10 @@ class ProbeFailed(KodyError):
     status = 409
 
 
+class ProbePanic(BaseException):
+    """Not an Exception: what a method raising SystemExit or its own BaseException looks like."""
+
+
 # The psycopg connection of the last worker call (in-process workers only).
 seen_connections: list[Any] = []
 
@@ -43,6 +47,16 @@ class Probe(Actor):
 
     def bump(self) -> int:
         return self._bump("execute_calls_per_day")
+
+    def slow_echo(self, value: str, seconds: float) -> dict[str, str]:
+        import time
+
+        time.sleep(seconds)
+        return {"value": value, "user": self.user_id}
+
+    def panic(self) -> None:
+        self._bump("execute_calls_per_day")
+        raise ProbePanic("a BaseException out of a method")
 
     def remember_connection(self) -> None:
         seen_connections.append(connection.connection)

@@ -141,3 +141,31 @@ def test_a_call_may_wait_longer_than_the_redis_clients_default_socket_timeout(
     from kody.actors.transport import client
 
     assert client().connection_pool.connection_kwargs["socket_timeout"] is None
+
+
+def test_a_base_exception_from_a_method_fails_that_call_and_the_shard_goes_on(
+    owner_id, celery_worker
+):
+    from kody.actors import ActorError
+
+    with pytest.raises(ActorError, match="ProbePanic"):
+        Probe.call(owner_id, "panic", timeout=10)
+    assert Probe.call(owner_id, "bump", timeout=10) == 1  # the panic rolled its bump back
+    queue = transport.queue_name(transport.shard_for(owner_id))
+    assert transport.client().llen(transport.inflight_key(queue)) == 0  # nothing to replay
+
+
+def test_two_users_with_the_same_idempotency_key_get_their_own_replies(
+    owner_id, outsider_id, celery_worker
+):
+    # The owner's call times out; its reply arrives later and waits under the key.
+    with pytest.raises(ActorCallTimeout):
+        Probe.call(owner_id, "slow_echo", "owner", 0.5, timeout=0.1, idempotency_key="shared")
+    import time
+
+    time.sleep(1.0)
+    reply = Probe.call(outsider_id, "slow_echo", "outsider", 0, idempotency_key="shared")
+    assert reply == {"value": "outsider", "user": outsider_id}
+    # The owner's retry with the same key answers from its own record, never reruns.
+    again = Probe.call(owner_id, "slow_echo", "changed", 0, idempotency_key="shared")
+    assert again == {"value": "owner", "user": owner_id}

@@ -84,3 +84,18 @@ def test_the_alarm_sweep_uses_the_partial_index(owner_id, inline_actors):
         plan = "\n".join(row[0] for row in cursor.fetchall())
         cursor.execute("RESET enable_seqscan")
     assert "kody_user_schemas_alarm_ix" in plan
+
+
+def test_due_alarms_are_chosen_and_deleted_by_the_app_clock(owner_id, inline_actors):
+    """The app clock runs two days ahead of the database's: the lane finds the alarm due by
+    the app clock, and ``fire`` must delete (and run) it by that same clock."""
+    import time_machine
+
+    with time_machine.travel(timezone.now() + timedelta(days=2), tick=True) as traveller:
+        Probe.call(owner_id, "wake_in", 60)
+        run_lane("actor_alarms")
+        assert alarm_runs(owner_id) == 0  # not due yet by the app clock
+        traveller.shift(timedelta(seconds=120))
+        run_lane("actor_alarms")
+        assert alarm_runs(owner_id) == 1
+        assert alarm_at(owner_id) is None

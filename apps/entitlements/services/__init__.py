@@ -2,9 +2,11 @@
 
 Hot path (one UserMeter call, plan from the Redis cache, no shared-table write):
 
-* ``consume(user, resource, n=1) -> Charge`` charges a daily resource or raises
+* ``consume(user, resource, n=1, key=...) -> Charge`` charges a daily resource or raises
   ``LimitReached`` (code ``limit_reached``, HTTP 429, details ``resource``, ``limit``,
-  ``plan``, ``used``, ``resets_at``) without charging.
+  ``plan``, ``used``, ``resets_at``) without charging. Pass a deterministic ``key`` naming
+  the charge (a request or job id): after an ``ActorCallTimeout`` the same call with the
+  same key charges at most once.
 * ``assert_within(user, resource, n=1)`` checks any limit without charging.
 * ``refund``, ``consume_inbound_delivery`` (charged once per delivery id),
   ``reserve_storage_bytes``.

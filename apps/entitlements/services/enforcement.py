@@ -79,22 +79,32 @@ def _daily(name: str) -> None:
         raise NotMetered(details={"resource": name})
 
 
-def consume(user: Any, name: str, n: int = 1, *, now: datetime | None = None) -> Charge:
-    """Charge ``n`` units of a daily resource, or raise ``LimitReached`` without charging."""
+def consume(
+    user: Any, name: str, n: int = 1, *, now: datetime | None = None, key: str | None = None
+) -> Charge:
+    """Charge ``n`` units of a daily resource, or raise ``LimitReached`` without charging.
+
+    ``key`` names this charge (e.g. ``f"execute:{request_id}"``); every call site that can be
+    retried passes one. When the meter does not answer in time (``ActorCallTimeout``) the
+    charge may or may not have happened: calling again with the same key charges at most
+    once and answers what the first attempt did."""
     _daily(name)
     uid, plan, day = user_id_of(user), cached_plan(user_id_of(user)), utc_day(now)
     limit = limit_for(plan, name)
-    result = meter.consume(uid, name, day, n, limit)  # bootstraps a new day in the same call
+    result = meter.consume(uid, name, day, n, limit, key)  # bootstraps a new day in one call
     resets_at = next_utc_midnight(now)
     if not result["allowed"]:
         raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
     return Charge(name, int(result["count"]), limit, plan, resets_at)
 
 
-def refund(user: Any, name: str, n: int = 1, *, now: datetime | None = None) -> int:
-    """Give back units charged earlier today (e.g. the guarded work failed before starting)."""
+def refund(
+    user: Any, name: str, n: int = 1, *, now: datetime | None = None, key: str | None = None
+) -> int:
+    """Give back units charged earlier today (e.g. the guarded work failed before starting);
+    ``key`` as for ``consume`` (the charge's own key is a good one)."""
     _daily(name)
-    return int(meter.refund(user_id_of(user), name, utc_day(now), n)["count"])
+    return int(meter.refund(user_id_of(user), name, utc_day(now), n, key)["count"])
 
 
 def consume_inbound_delivery(

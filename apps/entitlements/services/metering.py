@@ -7,16 +7,43 @@ from typing import Any
 from apps.entitlements.actor import UserMeter
 
 
-def _call(uid: str, method: str, timeout: float | None = None, **kwargs: Any) -> Any:
-    return UserMeter.call(uid, method, timeout=timeout, **kwargs)
+def _call(
+    uid: str, method: str, timeout: float | None = None, key: str | None = None, **kwargs: Any
+) -> Any:
+    return UserMeter.call(uid, method, timeout=timeout, idempotency_key=key, **kwargs)
 
 
-def consume(uid: str, resource: str, day: str, amount: int, limit: int) -> dict[str, Any]:
-    return _call(uid, "consume", resource=resource, day=day, limit=limit, amount=amount)
+def _charge_key(method: str, resource: str, day: str, key: str | None) -> str | None:
+    # The caller's key names one charge; the method, resource and day keep a key reused for
+    # another resource (or a refund of the same work) from answering with this one's record.
+    return None if key is None else f"{method}:{resource}:{day}:{key}"
 
 
-def refund(uid: str, resource: str, day: str, amount: int) -> dict[str, Any]:
-    return _call(uid, "refund", resource=resource, day=day, amount=amount)
+def consume(
+    uid: str, resource: str, day: str, amount: int, limit: int, key: str | None = None
+) -> dict[str, Any]:
+    return _call(
+        uid,
+        "consume",
+        key=_charge_key("consume", resource, day, key),
+        resource=resource,
+        day=day,
+        limit=limit,
+        amount=amount,
+    )
+
+
+def refund(
+    uid: str, resource: str, day: str, amount: int, key: str | None = None
+) -> dict[str, Any]:
+    return _call(
+        uid,
+        "refund",
+        key=_charge_key("refund", resource, day, key),
+        resource=resource,
+        day=day,
+        amount=amount,
+    )
 
 
 def read_daily(uid: str, day: str) -> dict[str, int]:
