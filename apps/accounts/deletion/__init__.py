@@ -1,0 +1,1 @@
+"""Account deletion: inventory-driven, fail-closed, resumable (see README.md beside this file)."""
