@@ -31,6 +31,10 @@ class StripeFake:
         self.prices: dict[str, dict[str, Any]] = {}
         self.subscriptions: dict[str, dict[str, Any]] = {}
         self.checkout_sessions: dict[str, dict[str, Any]] = {}
+        self.invoices: dict[str, dict[str, Any]] = {}
+        self.charges: dict[str, dict[str, Any]] = {}
+        self.credit_notes: list[dict[str, Any]] = []
+        self.reject_credit_notes: str = ""  # a Stripe error message to answer with, if set
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.fail_next: int = 0  # answer this many requests with a 500
         self._ids = itertools.count(1)
@@ -127,6 +131,59 @@ class StripeFake:
         self.customers[customer["id"]] = customer
         return customer
 
+    def add_invoice(
+        self,
+        subscription: dict[str, Any],
+        lines: list[dict[str, Any]],
+        *,
+        amount_paid: int | None = None,
+        created: int = 0,
+        charge_refunded: bool | None = None,
+        status: str = "paid",
+    ) -> dict[str, Any]:
+        """An invoice of ``subscription``; each line may carry ``credit_ratio`` (num, den):
+        how Stripe prorates that line's discounts and exclusive tax into a credit note, and
+        ``credit_fixed``: a flat amount any credit on that line carries on top."""
+        charge = None
+        if charge_refunded is not None:
+            charge = self.new_id("ch")
+            self.charges[charge] = {"id": charge, "object": "charge", "refunded": charge_refunded}
+        invoice = {
+            "id": self.new_id("in"),
+            "object": "invoice",
+            "customer": subscription["customer"],
+            "subscription": subscription["id"],
+            "status": status,
+            "currency": "usd",
+            "created": created or int(time.time()) + len(self.invoices),
+            "amount_paid": sum(item["amount"] for item in lines)
+            if amount_paid is None
+            else amount_paid,
+            "charge": charge,
+            "lines": _list(
+                [{"object": "line_item", "id": self.new_id("il"), **item} for item in lines],
+                "/v1/invoices/lines",
+            ),
+        }
+        self.invoices[invoice["id"]] = invoice
+        return invoice
+
+    def add_credit_note(self, invoice: dict[str, Any], total: int, **extra: Any) -> dict:
+        note = {
+            "id": self.new_id("cn"),
+            "object": "credit_note",
+            "invoice": invoice["id"],
+            "customer": invoice["customer"],
+            "currency": invoice["currency"],
+            "status": "issued",
+            "total": total,
+            "refund_amount": total,
+            "metadata": {},
+            **extra,
+        }
+        self.credit_notes.append(note)
+        return note
+
     def paths(self, method: str | None = None) -> list[str]:
         return [p for m, p, _ in self.requests if method is None or m == method]
 
@@ -152,6 +209,12 @@ class StripeFake:
             (r"/v1/checkout/sessions", "POST", self._create_checkout),
             (r"/v1/billing_portal/sessions", "POST", self._create_portal),
             (r"/v1/subscriptions", "GET", self._list_subscriptions),
+            (r"/v1/subscriptions/([\w]+)", "DELETE", self._cancel_subscription),
+            (r"/v1/invoices", "GET", self._list_invoices),
+            (r"/v1/charges/([\w]+)", "GET", self._get_charge),
+            (r"/v1/credit_notes", "GET", self._list_credit_notes),
+            (r"/v1/credit_notes/preview", "GET", self._preview_credit_note),
+            (r"/v1/credit_notes", "POST", self._create_credit_note),
         ]
 
     def _missing(self, what: str) -> tuple[int, dict]:
@@ -219,3 +282,115 @@ class StripeFake:
             and (status == "all" or s["status"] != "canceled")
         ]
         return 200, _list(found, "/v1/subscriptions")
+
+    def _cancel_subscription(self, params: dict[str, str], sid: str) -> tuple[int, dict]:
+        sub = self.subscriptions.get(sid)
+        if sub is None:
+            return 404, {
+                "error": {
+                    "type": "invalid_request_error",
+                    "code": "resource_missing",
+                    "message": "No such subscription",
+                }
+            }
+        sub["status"] = "canceled"
+        return 200, sub
+
+    def _list_invoices(self, params: dict[str, str]) -> tuple[int, dict]:
+        found = sorted(
+            (
+                i
+                for i in self.invoices.values()
+                if i["subscription"] == params.get("subscription")
+                and (not params.get("status") or i["status"] == params["status"])
+            ),
+            key=lambda i: -i["created"],
+        )
+        return 200, _list(found[: int(params.get("limit", 10))], "/v1/invoices")
+
+    def _get_charge(self, params: dict[str, str], cid: str) -> tuple[int, dict]:
+        return (200, self.charges[cid]) if cid in self.charges else self._missing("charge")
+
+    def _list_credit_notes(self, params: dict[str, str]) -> tuple[int, dict]:
+        found = [
+            n
+            for n in self.credit_notes
+            if (not params.get("invoice") or n["invoice"] == params["invoice"])
+            and (not params.get("customer") or n["customer"] == params["customer"])
+        ]
+        after = params.get("starting_after")
+        if after:
+            found = found[[n["id"] for n in found].index(after) + 1 :]
+        limit = int(params.get("limit", 10))
+        page = _list(found[:limit], "/v1/credit_notes")
+        page["has_more"] = len(found) > limit
+        return 200, page
+
+    def _requested_lines(self, params: dict[str, str]) -> list[tuple[dict[str, Any], int]] | None:
+        invoice = self.invoices.get(params.get("invoice", ""))
+        if invoice is None:
+            return None
+        by_id = {line["id"]: line for line in invoice["lines"]["data"]}
+        picked = []
+        n = 0
+        while f"lines[{n}][invoice_line_item]" in params:
+            line = by_id.get(params[f"lines[{n}][invoice_line_item]"])
+            if line is None:
+                return None
+            picked.append((line, int(params[f"lines[{n}][amount]"])))
+            n += 1
+        return picked
+
+    def _credit_total(self, picked: list[tuple[dict[str, Any], int]]) -> int:
+        total = 0
+        for line, amount in picked:
+            num, den = line.get("credit_ratio", (1, 1))
+            total += -(-amount * num // den)  # Stripe's proration of discounts/tax, rounded up
+            if amount > 0:
+                total += line.get("credit_fixed", 0)  # a flat, non-prorated part (e.g. a fee tax)
+        return total
+
+    def _preview_credit_note(self, params: dict[str, str]) -> tuple[int, dict]:
+        picked = self._requested_lines(params)
+        if picked is None:
+            return self._missing("invoice or line")
+        total = self._credit_total(picked)
+        return 200, {"object": "credit_note", "id": "cnpreview", "total": total}
+
+    def _create_credit_note(self, params: dict[str, str]) -> tuple[int, dict]:
+        if self.reject_credit_notes:
+            return 400, {
+                "error": {"type": "invalid_request_error", "message": self.reject_credit_notes}
+            }
+        picked = self._requested_lines(params)
+        if picked is None:
+            return self._missing("invoice or line")
+        invoice = self.invoices[params["invoice"]]
+        total = self._credit_total(picked)
+        issued = sum(
+            n["total"]
+            for n in self.credit_notes
+            if n["invoice"] == invoice["id"] and n["status"] != "void"
+        )
+        if total > invoice["amount_paid"] - issued:
+            return 400, {
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "The sum of credit amount exceeds the creditable amount",
+                }
+            }
+        if int(params.get("refund_amount", -1)) != total:
+            return 400, {
+                "error": {"type": "invalid_request_error", "message": "refund_amount mismatch"}
+            }
+        metadata = {k[9:-1]: v for k, v in params.items() if k.startswith("metadata[")}
+        note = self.add_credit_note(
+            invoice,
+            total,
+            refund_amount=total,
+            reason=params.get("reason"),
+            memo=params.get("memo"),
+            metadata=metadata,
+            lines=[{"invoice_line_item": line["id"], "amount": a} for line, a in picked],
+        )
+        return 200, note
