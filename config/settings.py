@@ -251,3 +251,10 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": envstr("KODY_LOG_LEVEL", "INFO")},
 }
+
+# --- mail (apps.mailbox, apps.system_email) -------------------------------------------------
+# Every person's inbox is {username}@KODY_MAIL_DOMAIN; the reserved system locals go to the
+# operator inbox. POST /inbound/email requires KODY_INBOUND_EMAIL_SECRET (refused when unset).
+KODY_MAIL_DOMAIN = envstr("KODY_MAIL_DOMAIN", "mail.localhost").lower()
+KODY_INBOUND_EMAIL_SECRET = envstr("KODY_INBOUND_EMAIL_SECRET")
+KODY_EMAIL_PROVIDER = envstr("KODY_EMAIL_PROVIDER", "django")

@@ -1,0 +1,172 @@
+"""Inbound mail: from raw bytes at the door to a received message in the owner's Mailbox.
+
+Design note (the durability boundary, seed 000). The order is fixed, and each step is safe to
+repeat with the same delivery id:
+
+1. the Mailbox's compare-and-set on the delivery id picks the winner and fixes the message id
+   (a replay of a finished delivery answers ``duplicate`` or its rejection);
+2. the UserMeter charges ``email_receives_per_day`` once per delivery id;
+3. the Mailbox records the charge and hands out a storing lease;
+4. the raw MIME goes to ``email-raw:v1:{userId}/{messageId}`` (overwrite: one object per key);
+5. one Mailbox transaction commits thread + message + attachments under that lease;
+6. the Mailbox finalizes the delivery as received.
+
+A failure anywhere from 2 on raises ``InboundRetry``: the sender retries with the same
+delivery id and the steps above make that land exactly one message, one charge, one blob. A
+delivery abandoned mid-way is reconciled by the Mailbox alarm, which deletes its blob.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from apps.entitlements import services as entitlements
+from apps.entitlements.plans import limit_for
+from apps.mailbox.actor import Mailbox
+from apps.mailbox.services import blobstore, inboxes, mime, routing, sender_rules
+from kody.blobs.keys import email_raw_key
+from kody.errors import KodyError
+
+log = logging.getLogger(__name__)
+
+
+class InboundRetry(KodyError):
+    code = "inbound_retry"
+    status = 503
+    message = "The message could not be stored now; deliver it again with the same delivery id."
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # received | rejected | duplicate
+    message_id: str | None = None
+    reason: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"status": self.status, "messageId": self.message_id, "reason": self.reason}
+
+
+def delivery_id_for(raw: bytes, recipient: str) -> str:
+    """Without a provider delivery id, the bytes and the recipient stand in for one."""
+    return "sha256:" + mime.fingerprint(recipient.lower().encode() + b"\n" + raw)
+
+
+def deliver(
+    raw: bytes, recipient: str, delivery_id: str | None = None, envelope_from: str | None = None
+) -> Outcome:
+    delivery_id = delivery_id or delivery_id_for(raw, recipient)
+    route = routing.resolve(recipient)
+    if route.kind == "system":
+        from apps.system_email.services import inbound as system_inbound
+
+        return system_inbound.deliver(raw, route.base_local, delivery_id, envelope_from)
+    if route.kind != "user" or route.user is None:
+        return Outcome("rejected", reason="unknown_recipient")
+    return _deliver_to_user(raw, route.user, delivery_id, envelope_from)
+
+
+def _mailbox(uid: str, method: str, **kwargs: Any) -> Any:
+    return Mailbox.call(uid, method, **kwargs)
+
+
+def _deliver_to_user(raw: bytes, user: Any, delivery_id: str, envelope_from: str | None) -> Outcome:
+    inboxes.require_graph_authority()
+    uid = user.stable_user_id
+    inbox = inboxes.ensure_inbox(user)
+    if len(raw) > mime.MAX_WIRE_BYTES:
+        done = _mailbox(
+            uid, "reject_delivery", delivery_id=delivery_id, reason="message_too_large",
+            inbox_id=inbox.id, raw_size=len(raw),
+        )  # fmt: skip
+        return _terminal(done)
+    if not inbox.enabled:
+        return _terminal(
+            _mailbox(uid, "reject_delivery", delivery_id=delivery_id, reason="inbox_disabled")
+        )
+    plan = entitlements.cached_plan(uid)
+    claim = _mailbox(
+        uid,
+        "claim_delivery",
+        delivery_id=delivery_id,
+        inbox_id=inbox.id,
+        fingerprint=mime.fingerprint(raw),
+        raw_size=len(raw),
+        stored_limit=limit_for(plan, "stored_email_messages"),
+    )
+    if claim["outcome"] == "duplicate":
+        return Outcome("duplicate", claim["messageId"])
+    if claim["outcome"] == "rejected":
+        return Outcome("rejected", reason=claim["reason"])
+    message_id = claim["messageId"]
+    try:
+        return _store(raw, user, inbox.id, delivery_id, message_id, envelope_from, plan)
+    except KodyError as exc:
+        if isinstance(exc, InboundRetry):
+            raise
+        log.warning("inbound %s for %s failed at a retryable step: %s", delivery_id, uid, exc.code)
+        raise InboundRetry(details={"step": exc.code}) from exc
+    except Exception as exc:
+        log.exception("inbound %s for %s failed at a retryable step", delivery_id, uid)
+        raise InboundRetry() from exc
+
+
+def _terminal(done: dict[str, Any]) -> Outcome:
+    if done.get("state") == "received":
+        return Outcome("duplicate", done.get("messageId"))
+    return Outcome("rejected", reason=done.get("reason"))
+
+
+def _store(
+    raw: bytes,
+    user: Any,
+    inbox_id: str,
+    delivery_id: str,
+    message_id: str,
+    envelope_from: str | None,
+    plan: Any,
+) -> Outcome:
+    uid = user.stable_user_id
+    parsed = mime.parse(raw)
+    effect = sender_rules.effect_for(uid, parsed.message["from_address"])
+    if effect == "block":
+        return _terminal(
+            _mailbox(uid, "reject_delivery", delivery_id=delivery_id, reason="sender_blocked")
+        )
+    try:
+        entitlements.consume_inbound_delivery(user, delivery_id)
+    except entitlements.LimitReached:
+        return _terminal(
+            _mailbox(uid, "reject_delivery", delivery_id=delivery_id, reason="daily_limit_reached")
+        )
+    lease = _mailbox(uid, "begin_storing", delivery_id=delivery_id)["lease"]
+    cap = limit_for(plan, "email_message_bytes")
+    stored, attachments = raw, parsed.attachments
+    if len(raw) > cap:
+        reduced = mime.reduce_to_cap(raw, cap)
+        stored, attachments = reduced.raw, reduced.omitted
+        parsed.message.update(text_body=reduced.text_body, html_body=reduced.html_body)
+    key = email_raw_key(uid, message_id)
+    blobstore.put(key, stored)
+    message = {
+        **parsed.message,
+        "id": message_id,
+        "inbox_id": inbox_id,
+        "envelope_from": envelope_from,
+        "raw_mime_key": key,
+        "raw_size": len(raw),
+    }
+    if effect == "quarantine":
+        message.update(classification="quarantined", classification_reason="sender_rule")
+    rows = [{**att, "id": f"{message_id}-{n}"} for n, att in enumerate(attachments)]
+    _mailbox(
+        uid,
+        "commit_inbound_graph",
+        delivery_id=delivery_id,
+        lease=lease,
+        message=message,
+        attachments=rows,
+    )
+    _mailbox(uid, "finalize_inbound", delivery_id=delivery_id, lease=lease)
+    return Outcome("received", message_id)

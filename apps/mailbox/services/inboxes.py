@@ -1,0 +1,80 @@
+"""The shared email configuration a person starts with: one inbox, its address, a sender."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.accounts.models import User
+from apps.mailbox.errors import MailboxWritesClosed
+from apps.mailbox.models import (
+    EmailInbox,
+    EmailInboxAddress,
+    EmailSenderIdentity,
+    EmailUserGraphAuthority,
+    SenderIdentityStatus,
+)
+
+DEFAULT_INBOX = "Inbox"
+
+
+def address_of(user: User) -> str:
+    return f"{user.username}@{settings.KODY_MAIL_DOMAIN}"
+
+
+def require_graph_authority() -> None:
+    """User email writes fail closed without the permanent authority marker."""
+    if not EmailUserGraphAuthority.objects.filter(id=1).exists():
+        raise MailboxWritesClosed()
+
+
+def ensure_inbox(user: User) -> EmailInbox:
+    inbox = EmailInbox.objects.filter(user_id=user.stable_user_id, name=DEFAULT_INBOX).first()
+    if inbox is not None:
+        return inbox
+    try:
+        with transaction.atomic():
+            inbox = EmailInbox.objects.create(user_id=user.stable_user_id, name=DEFAULT_INBOX)
+            address = address_of(user)
+            EmailInboxAddress.objects.create(
+                inbox=inbox,
+                user_id=user.stable_user_id,
+                address=address,
+                local_part=user.username,
+                domain=settings.KODY_MAIL_DOMAIN,
+            )
+    except IntegrityError:
+        return EmailInbox.objects.get(user_id=user.stable_user_id, name=DEFAULT_INBOX)
+    return inbox
+
+
+def ensure_sender_identity(user: User) -> EmailSenderIdentity:
+    """The platform address is a verified sender from the start."""
+    identity, _ = EmailSenderIdentity.objects.get_or_create(
+        user_id=user.stable_user_id,
+        email=address_of(user),
+        defaults={
+            "domain": settings.KODY_MAIL_DOMAIN,
+            "display_name": user.username,
+            "status": SenderIdentityStatus.VERIFIED,
+            "verified_at": timezone.now(),
+        },
+    )
+    return identity
+
+
+def list_inboxes(user: User) -> list[dict[str, object]]:
+    ensure_inbox(user)
+    rows = EmailInbox.objects.filter(user_id=user.stable_user_id).prefetch_related("addresses")
+    return [
+        {
+            "id": inbox.id,
+            "name": inbox.name,
+            "description": inbox.description,
+            "enabled": inbox.enabled,
+            "packageId": inbox.package_id,
+            "addresses": [a.address for a in inbox.addresses.all() if a.enabled],
+        }
+        for inbox in rows.order_by("created_at", "id")
+    ]

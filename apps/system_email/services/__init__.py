@@ -1,0 +1,1 @@
+"""Operator system mail: inbound for the reserved locals (``inbound``) and retention."""
