@@ -170,6 +170,9 @@ KODY_ACTOR_LEASE_SECONDS = envint("KODY_ACTOR_LEASE_SECONDS", 15)
 # How many shard-worker processes `manage.py up` spreads the shards over.
 KODY_ACTOR_WORKER_PROCESSES = envint("KODY_ACTOR_WORKER_PROCESSES", 1)
 KODY_LANE_RETRY_BASE_SECONDS = envint("KODY_LANE_RETRY_BASE_SECONDS", 2)
+# Text embeddings (kody.embeddings): an import path to the embedder class. The vector column's
+# dimension must match it (``manage.py check`` says so); a model change means ``manage.py reindex``.
+KODY_EMBEDDER = envstr("KODY_EMBEDDER", "kody.embeddings.wordllama.WordLlamaEmbedder")
 CELERY_TASK_ROUTES = {"kody.lanes.*": {"queue": "default"}}
 CELERY_BEAT_SCHEDULE = {
     "lanes": {"task": "kody.lanes.dispatch", "schedule": crontab(minute="*/5")},

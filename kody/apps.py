@@ -13,3 +13,5 @@ class KodyConfig(AppConfig):
 
         autodiscover()
         discover_actors()
+
+        import kody.vectors.checks  # noqa: F401  (registers the embedder/column check)

@@ -1,5 +1,6 @@
 """The vector index. Every user query filters on the namespace *and* the owner column, as the
-original filtered on its Vectorize namespace and the ``userId`` metadata."""
+original filtered on its Vectorize namespace and the ``userId`` metadata, and reads only the
+vectors of the current embedding model (``kody.embeddings.model_tag``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from django.db.models import Q
 from pgvector.django import CosineDistance
 
+from kody.embeddings import model_tag
 from kody.vectors.models import VectorEntry
 
 # Stable user ids are lowercase hex, so this can never be an account's namespace.
@@ -24,38 +26,58 @@ class Match:
     metadata: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class Item:
+    vector_id: str
+    embedding: Sequence[float]
+    metadata: dict[str, Any]
+
+
 def _owner(user_id: str) -> str:
     if not user_id or user_id == BUILTIN_NAMESPACE:
         raise ValueError("a user vector needs the owner's stable user id")
     return user_id
 
 
-def _upsert(namespace: str, vector_id: str, embedding: Sequence[float], metadata: dict) -> None:
-    row = VectorEntry(
-        namespace=namespace,
-        vector_id=vector_id,
-        owner_user_id=namespace,
-        embedding=list(embedding),
-        metadata=metadata,
-    )
+def _upsert(namespace: str, items: Sequence[Item]) -> None:
+    tag = model_tag()
+    rows = [
+        VectorEntry(
+            namespace=namespace,
+            vector_id=item.vector_id,
+            owner_user_id=namespace,
+            embedding=list(item.embedding),
+            metadata=item.metadata,
+            model=tag,
+        )
+        for item in items
+    ]
     VectorEntry.objects.bulk_create(
-        [row],
+        rows,
         update_conflicts=True,
         unique_fields=["namespace", "vector_id"],
-        update_fields=["owner_user_id", "embedding", "metadata", "updated_at"],
+        update_fields=["owner_user_id", "embedding", "metadata", "model", "updated_at"],
     )
 
 
 def upsert(
     user_id: str, vector_id: str, embedding: Sequence[float], metadata: dict | None = None
 ) -> None:
-    _upsert(_owner(user_id), vector_id, embedding, metadata or {})
+    _upsert(_owner(user_id), [Item(vector_id, embedding, metadata or {})])
+
+
+def upsert_many(user_id: str, items: Sequence[Item]) -> None:
+    _upsert(_owner(user_id), items)
 
 
 def upsert_builtin(
     vector_id: str, embedding: Sequence[float], metadata: dict | None = None
 ) -> None:
-    _upsert(BUILTIN_NAMESPACE, vector_id, embedding, metadata or {})
+    _upsert(BUILTIN_NAMESPACE, [Item(vector_id, embedding, metadata or {})])
+
+
+def upsert_builtin_many(items: Sequence[Item]) -> None:
+    _upsert(BUILTIN_NAMESPACE, items)
 
 
 def query(
@@ -70,7 +92,20 @@ def query(
     scope = Q(namespace=owner, owner_user_id=owner)
     if include_builtin:
         scope |= Q(namespace=BUILTIN_NAMESPACE, owner_user_id=BUILTIN_NAMESPACE)
-    rows = VectorEntry.objects.filter(scope)
+    return _nearest(scope, embedding, top_k, metadata)
+
+
+def query_builtin(
+    embedding: Sequence[float], *, top_k: int = 10, metadata: dict[str, Any] | None = None
+) -> list[Match]:
+    scope = Q(namespace=BUILTIN_NAMESPACE, owner_user_id=BUILTIN_NAMESPACE)
+    return _nearest(scope, embedding, top_k, metadata)
+
+
+def _nearest(
+    scope: Q, embedding: Sequence[float], top_k: int, metadata: dict[str, Any] | None
+) -> list[Match]:
+    rows = VectorEntry.objects.filter(scope, model=model_tag())
     if metadata:
         rows = rows.filter(metadata__contains=metadata)
     rows = rows.annotate(distance=CosineDistance("embedding", list(embedding))).order_by("distance")
@@ -88,7 +123,39 @@ def delete(user_id: str, vector_ids: Iterable[str]) -> int:
     return deleted
 
 
+def delete_builtin(vector_ids: Iterable[str]) -> int:
+    deleted, _ = VectorEntry.objects.filter(
+        namespace=BUILTIN_NAMESPACE, vector_id__in=list(vector_ids)
+    ).delete()
+    return deleted
+
+
 def delete_all_for_user(user_id: str) -> int:
     owner = _owner(user_id)
     deleted, _ = VectorEntry.objects.filter(Q(namespace=owner) | Q(owner_user_id=owner)).delete()
+    return deleted
+
+
+def ids_after(
+    namespace: str | None, kind: str, after: tuple[str, str] | None, limit: int
+) -> list[tuple[str, str]]:
+    """(namespace, vector_id) of vectors of one metadata ``kind``, keyset-paged, for sweeps
+    that look for vectors whose source row is gone. ``namespace`` None means every one."""
+    rows = VectorEntry.objects.filter(metadata__kind=kind)
+    if namespace is not None:
+        rows = rows.filter(namespace=namespace)
+    if after is not None:
+        rows = rows.filter(
+            Q(namespace__gt=after[0]) | Q(namespace=after[0], vector_id__gt=after[1])
+        )
+    return list(
+        rows.order_by("namespace", "vector_id").values_list("namespace", "vector_id")[:limit]
+    )
+
+
+def delete_in_namespace(namespace: str, vector_ids: Iterable[str]) -> int:
+    """Orphan cleanup by a fleet sweep, which already knows the exact namespace."""
+    deleted, _ = VectorEntry.objects.filter(
+        namespace=namespace, vector_id__in=list(vector_ids)
+    ).delete()
     return deleted

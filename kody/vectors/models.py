@@ -3,9 +3,10 @@ from __future__ import annotations
 from django.db import models
 from pgvector.django import HnswIndex, VectorField
 
-# The original embedded with a 768-dimension model; changing this needs a migration and a
-# full reindex (vectors are derived data, rebuilt from their source rows).
-EMBEDDING_DIMENSIONS = 768
+# The configured embedder's dimension (kody.embeddings; WordLlama's 256 by default). A model
+# with another dimension needs a migration altering this column and a full reindex: vectors
+# are derived data, rebuilt from their source rows (docs/runbooks/reindex.md).
+EMBEDDING_DIMENSIONS = 256
 
 
 class VectorEntry(models.Model):
@@ -17,6 +18,9 @@ class VectorEntry(models.Model):
     vector_id = models.CharField(max_length=255)
     owner_user_id = models.CharField(max_length=64)
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    # kody.embeddings.model_tag() of the model that produced the vector; search reads only the
+    # current model's rows, so a model change never mixes two embedding spaces.
+    model = models.CharField(max_length=128, default="")
     metadata = models.JSONField(default=dict, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 

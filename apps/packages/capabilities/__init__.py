@@ -1,0 +1,5 @@
+"""Capabilities of the packages domain; each module registers its group on import."""
+
+from apps.packages.capabilities import memory, search, values
+
+__all__ = ["memory", "search", "values"]

@@ -1,0 +1,67 @@
+"""The fixed cast for memory/value/secret tests: an owner and an outsider with API tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from apps.accounts.models import User
+from apps.accounts.services.tokens import create_token
+
+PASSWORD = "correct-horse-battery-staple-9"
+
+
+class Agent:
+    """Calls capabilities over the REST surface as one user."""
+
+    def __init__(self, user: User) -> None:
+        self.user = user
+        self.client = APIClient()
+        _, raw = create_token(user, f"{user.username} agent", enforce_rate_limit=False)
+        self.client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    def raw(self, name: str, /, **arguments: Any) -> Any:
+        return self.client.post(f"/api/v1/capabilities/{name}", arguments, format="json")
+
+    def call(self, name: str, /, **arguments: Any) -> Any:
+        response = self.raw(name, **arguments)
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    def error(self, name: str, status: int, /, **arguments: Any) -> dict[str, Any]:
+        response = self.raw(name, **arguments)
+        assert response.status_code == status, response.content
+        return response.json()["error"]
+
+
+@pytest.fixture
+def make_user(db: None) -> Callable[..., User]:
+    def make(username: str, **extra: Any) -> User:
+        return User.objects.create_user(
+            username=username, email=f"{username}@example.com", password=PASSWORD, **extra
+        )
+
+    return make
+
+
+@pytest.fixture
+def owner(make_user: Callable[..., User]) -> User:
+    return make_user("owner")
+
+
+@pytest.fixture
+def outsider(make_user: Callable[..., User]) -> User:
+    return make_user("outsider")
+
+
+@pytest.fixture
+def as_owner(owner: User) -> Agent:
+    return Agent(owner)
+
+
+@pytest.fixture
+def as_outsider(outsider: User) -> Agent:
+    return Agent(outsider)

@@ -1,0 +1,40 @@
+"""The packages_retention lane prunes memory suppressions expired and unseen for 90 days."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.packages.models import McpMemory, McpMemoryConversationSuppression
+from kody.lanes import registry, run_lane
+
+pytestmark = pytest.mark.django_db(databases=["default", "audit"])
+
+
+def suppression(memory: McpMemory, conversation: str, *, seen_days_ago: int, expired: bool):
+    now = timezone.now()
+    return McpMemoryConversationSuppression.objects.create(
+        user_id=memory.user_id,
+        conversation_id=conversation,
+        memory=memory,
+        last_seen_at=now - timedelta(days=seen_days_ago),
+        expires_at=now - timedelta(hours=1) if expired else now + timedelta(hours=1),
+    )
+
+
+def test_retention_keeps_active_and_recent_suppressions(owner, outsider):
+    mine = McpMemory.objects.create(user_id=owner.stable_user_id, subject="a", summary="b")
+    theirs = McpMemory.objects.create(user_id=outsider.stable_user_id, subject="c", summary="d")
+    old = suppression(mine, "old", seen_days_ago=91, expired=True)
+    recent = suppression(mine, "recent", seen_days_ago=89, expired=True)
+    active = suppression(mine, "active", seen_days_ago=200, expired=False)
+    other_old = suppression(theirs, "old", seen_days_ago=120, expired=True)
+
+    assert registry.get("packages_retention").cadence == registry.Cadence.HOURLY
+    run = run_lane("packages_retention")
+    assert run is not None and run.items == 2
+    left = set(McpMemoryConversationSuppression.objects.values_list("pk", flat=True))
+    assert left == {recent.pk, active.pk}
+    assert old.pk not in left and other_old.pk not in left
