@@ -124,3 +124,62 @@ def _token_view(ctx: Context, token: AccessToken) -> dict[str, Any]:
 
 def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+EXPORT_SECTION_INPUT = {
+    "type": "object",
+    "properties": {
+        "section": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 64,
+            "description": "d1_table, r2_object, or an actor section named in the manifest.",
+        },
+        "table": {"type": "string", "maxLength": 64, "description": "With section d1_table."},
+        "cursor": {"type": ["string", "null"], "maxLength": 4096},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 500},
+    },
+    "required": ["section"],
+    "additionalProperties": False,
+}
+
+
+@capability(
+    name="accountExportManifest",
+    domain="account",
+    title="Export manifest",
+    description=(
+        "What an export of this account contains: every section with its row count, redacted "
+        "credential columns, excluded surfaces with reasons, and how to page the sections "
+        "with accountExportSection. Secret values are never exported."
+    ),
+    rest=("GET", "account/export"),
+)
+def account_export_manifest(ctx: Context) -> dict[str, Any]:
+    from apps.accounts.export import service
+
+    return service.manifest(ctx.user)
+
+
+@capability(
+    name="accountExportSection",
+    domain="account",
+    title="Export one page of a section",
+    description=(
+        "One page of one export section: rows of a table (section d1_table with table), an "
+        "actor's state (its section name), or one ≤ 256 KiB base64 chunk of a stored object "
+        "(section r2_object). Pass nextCursor back until it is null."
+    ),
+    input_schema=EXPORT_SECTION_INPUT,
+    rest=("POST", "account/export/section"),
+)
+def account_export_section(
+    ctx: Context,
+    section: str,
+    table: str | None = None,
+    cursor: str | None = None,
+    limit: int = 100,
+) -> dict[str, Any]:
+    from apps.accounts.export import service
+
+    return service.section(ctx.user, section, table=table, cursor=cursor, limit=limit)

@@ -355,6 +355,49 @@ OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
         note="derived from source rows, rebuilt by reindexing; kody.vectors.index."
         "delete_all_for_user removes the user's namespace",
     ),
+    # --- blob prefixes (``extra["bucket"]`` names the bucket; keys from kody.blobs.keys) --
+    OutOfBandSurface(
+        "blob_prefix",
+        "email-raw:v1:{userId}/",
+        export=True,
+        note="raw MIME of the user's mail; deleted by reference, then by prefix",
+        extra={"bucket": "email_blobs"},
+    ),
+    OutOfBandSurface(
+        "blob_prefix",
+        "email-attachment:v1:{userId}/",
+        export=True,
+        note="attachments stored outside the raw MIME",
+        extra={"bucket": "email_blobs"},
+    ),
+    OutOfBandSurface(
+        "blob_prefix",
+        "{userId}/",
+        export=True,
+        note="the user's avatars (user-avatars/{userId}/ inside community assets)",
+        extra={"bucket": "user_avatars"},
+    ),
+    OutOfBandSurface(
+        "blob_prefix",
+        "community-icon:v3/{listingId}/",
+        export=True,
+        note="icons of the user's own community listings (and older key versions)",
+        extra={"bucket": "community_assets", "scope": "community_listings.owner_user_id"},
+    ),
+    OutOfBandSurface(
+        "blob_prefix",
+        "identity-icon:v1/{repoId}/",
+        export=True,
+        note="identity icons of the user's repos",
+        extra={"bucket": "community_assets", "scope": "entity_sources.repo_id"},
+    ),
+    OutOfBandSurface(
+        "blob_prefix",
+        "repo-session:{sessionId}/",
+        export=False,
+        note="ephemeral editing-session spill bytes; not portable, deleted with the session",
+        extra={"bucket": "repo_session_blobs", "scope": "repo sessions of the user"},
+    ),
     OutOfBandSurface(
         "kv_prefix",
         "package-retriever-manifest:v1:{userId}:",

@@ -74,3 +74,43 @@ def _remove_empty_dirs(storage: FileSystemStorage, prefix: str) -> None:
         except OSError:
             return
         directory = os.path.dirname(directory)
+
+
+def object_version(name: str, key: str) -> tuple[int, str]:
+    """``(size, version)`` of one object; the version changes whenever the bytes do
+    (S3's ETag; on the filesystem, size and modification time). FileNotFoundError if absent."""
+    storage = bucket(name)
+    if _is_s3(storage):
+        from botocore.exceptions import ClientError
+
+        location = storage.location.rstrip("/") + "/" if storage.location else ""
+        try:
+            head = storage.bucket.meta.client.head_object(
+                Bucket=storage.bucket_name, Key=location + key
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise FileNotFoundError(key) from exc
+            raise
+        return int(head["ContentLength"]), str(head["ETag"]).strip('"')
+    assert isinstance(storage, FileSystemStorage)
+    stat = os.stat(storage.path(key))
+    return stat.st_size, f"{stat.st_size:x}-{stat.st_mtime_ns:x}"
+
+
+def read_range(name: str, key: str, offset: int, length: int) -> bytes:
+    """``length`` bytes of one object from ``offset`` (fewer at the end)."""
+    storage = bucket(name)
+    if _is_s3(storage):
+        location = storage.location.rstrip("/") + "/" if storage.location else ""
+        if length <= 0:
+            return b""
+        response = storage.bucket.meta.client.get_object(
+            Bucket=storage.bucket_name,
+            Key=location + key,
+            Range=f"bytes={offset}-{offset + length - 1}",
+        )
+        return response["Body"].read()
+    with storage.open(key, "rb") as handle:
+        handle.seek(offset)
+        return handle.read(length)

@@ -1,0 +1,345 @@
+"""Account export: a bounded manifest and one page of one section at a time.
+
+Sections (the seed's names):
+
+* ``d1_table`` + ``table`` — the user's rows of one declared public table, keyset-paged by
+  the table's primary key with a SQL ``LIMIT``; credential columns are left out and listed.
+* one section per exported actor (``ActorSurface.export_section``, e.g. ``user_meter``) — the
+  actor's own ``export_pages`` hook, called through the actor layer.
+* ``r2_object`` — the user's blobs under their owner prefixes, one ≤ 256 KiB base64 chunk per
+  page; the cursor binds bucket, key, size and version, so an object that changed between
+  pages is reported (``object_changed``) instead of mixing generations.
+
+Every cursor is signed and bound to the user and the section: another user's cursor, or one
+from another section, is refused with ``invalid_cursor``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core import signing
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection
+
+from apps.accounts.ownership import Owner, key_column, owned_rows, quote, table_columns
+from apps.accounts.surfaces import (
+    OPERATOR_OWNED_TABLES,
+    OUT_OF_BAND_SURFACES,
+    USER_TABLE_TARGETS,
+    Match,
+    TableTarget,
+    actor_surfaces,
+)
+from kody.actors.base import actor_named
+from kody.blobs import buckets
+from kody.errors import BadRequest, KodyError, NotFound
+
+SCHEMA_VERSION = 1
+PAGE_MAX = 500
+R2_CHUNK_BYTES = 256 * 1024
+REDACTED = "[redacted]"
+_SALT = "kody.account-export.v1"
+
+
+class InvalidCursor(KodyError):
+    code = "invalid_cursor"
+    status = 400
+    message = "The cursor is not valid for this account and section; restart the section."
+
+
+class ObjectChanged(KodyError):
+    code = "object_changed"
+    status = 409
+    message = "The object changed between pages; restart it from the beginning."
+
+
+@dataclass(frozen=True)
+class BlobPrefix:
+    bucket: str
+    prefix: str
+
+
+def owner_of(user: Any) -> Owner:
+    return Owner(stable_id=user.stable_user_id, db_id=user.pk)
+
+
+# --- what is exported -------------------------------------------------------------------
+
+
+def exported_tables() -> list[TableTarget]:
+    """One declaration per exported table (a table may be declared twice for deletion)."""
+    seen: dict[str, TableTarget] = {}
+    for target in USER_TABLE_TARGETS:
+        if target.export and target.table not in seen:
+            seen[target.table] = target
+    return list(seen.values())
+
+
+def _table_target(table: str) -> TableTarget:
+    for target in exported_tables():
+        if target.table == table:
+            return target
+    raise NotFound(f"{table!r} is not an exported table", details={"table": table})
+
+
+def blob_prefixes(owner: Owner) -> list[BlobPrefix]:
+    """The owner's blob prefixes declared in ``surfaces.py`` (``{userId}`` filled in)."""
+    prefixes = []
+    for surface in OUT_OF_BAND_SURFACES:
+        if surface.kind != "blob_prefix" or not surface.export:
+            continue
+        if "{userId}" not in surface.name:
+            continue  # listing-, repo- and session-scoped prefixes come with their apps
+        prefixes.append(
+            BlobPrefix(surface.extra["bucket"], surface.name.replace("{userId}", owner.stable_id))
+        )
+    return prefixes
+
+
+def actor_sections() -> dict[str, Any]:
+    return {
+        surface.export_section: surface
+        for surface in actor_surfaces().values()
+        if surface.export_section is not None
+    }
+
+
+# --- the manifest -----------------------------------------------------------------------
+
+
+def manifest(user: Any) -> dict[str, Any]:
+    owner = owner_of(user)
+    sections: list[dict[str, Any]] = []
+    redacted: dict[str, list[str]] = {}
+    warnings: list[str] = []
+    for target in exported_tables():
+        where, params = owned_rows(target, owner)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT COUNT(*) FROM {quote(target.table)} WHERE {where}", params)
+            count = cursor.fetchone()[0]
+        hidden = _redacted_columns(target)
+        if hidden:
+            redacted[target.table] = hidden
+        sections.append(
+            {"section": "d1_table", "table": target.table, "count": count, "redacted": hidden}
+        )
+    for name, surface in sorted(actor_sections().items()):
+        sections.append({"section": name, "actor": surface.actor, "count": None})
+    blobs = 0
+    try:
+        for prefix in blob_prefixes(owner):
+            blobs += sum(1 for _ in buckets.list_prefix(prefix.bucket, prefix.prefix))
+    except Exception as exc:  # noqa: BLE001 - the manifest reports, the section fails closed
+        warnings.append(f"blob store unavailable: {type(exc).__name__}")
+    sections.append({"section": "r2_object", "count": blobs, "chunkBytes": R2_CHUNK_BYTES})
+    return {
+        "schemaVersion": SCHEMA_VERSION,
+        "generatedAt": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        "userId": owner.stable_id,
+        "sections": sections,
+        "warnings": warnings,
+        "redactedColumns": redacted,
+        "security": {"secretValuesExported": False},
+        "excludedD1Surfaces": _excluded_tables(),
+        "excludedSurfaces": [
+            {"kind": s.kind, "name": s.name, "reason": s.note}
+            for s in OUT_OF_BAND_SURFACES
+            if not s.export
+        ]
+        + [
+            {"kind": "actor", "name": s.actor, "reason": s.note}
+            for s in actor_surfaces().values()
+            if s.export_section is None
+        ],
+        "chunking": {
+            "capability": "accountExportSection",
+            "pageMax": PAGE_MAX,
+            "r2ChunkBytes": R2_CHUNK_BYTES,
+        },
+    }
+
+
+def _excluded_tables() -> list[dict[str, str]]:
+    excluded = [{"table": t.table, "reason": t.reason} for t in OPERATOR_OWNED_TABLES]
+    exported = {t.table for t in exported_tables()}
+    for target in USER_TABLE_TARGETS:
+        if not target.export and target.table not in exported:
+            reason = target.note or f"{target.match.value}: not the user's own content"
+            excluded.append({"table": target.table, "reason": reason})
+    return excluded
+
+
+def _redacted_columns(target: TableTarget) -> list[str]:
+    return [column for column in target.redact if column in table_columns(target.table)]
+
+
+# --- sections ---------------------------------------------------------------------------
+
+
+def section(
+    user: Any,
+    name: str,
+    *,
+    table: str | None = None,
+    cursor: str | None = None,
+    limit: int = 100,
+) -> dict[str, Any]:
+    owner = owner_of(user)
+    limit = max(1, min(int(limit), PAGE_MAX))
+    if name == "d1_table":
+        if not table:
+            raise BadRequest("section d1_table needs a table", details={"field": "table"})
+        return _table_page(owner, _table_target(table), cursor, limit)
+    if name == "r2_object":
+        return _blob_page(owner, cursor)
+    surface = actor_sections().get(name)
+    if surface is None:
+        raise NotFound(f"no export section {name!r}", details={"section": name})
+    return _actor_page(owner, name, surface, cursor, limit)
+
+
+def _seal(owner: Owner, section_name: str, position: Any) -> str:
+    return signing.dumps({"u": owner.stable_id, "s": section_name, "p": position}, salt=_SALT)
+
+
+def _open(owner: Owner, section_name: str, token: str | None) -> Any:
+    if not token:
+        return None
+    try:
+        data = signing.loads(token, salt=_SALT)
+    except signing.BadSignature as exc:
+        raise InvalidCursor() from exc
+    if data.get("u") != owner.stable_id or data.get("s") != section_name:
+        raise InvalidCursor()
+    return data.get("p")
+
+
+def _table_page(owner: Owner, target: TableTarget, cursor: str | None, limit: int) -> dict:
+    section_name = f"d1_table:{target.table}"
+    after = _open(owner, section_name, cursor)
+    key = key_column(target.table)
+    hidden = set(_redacted_columns(target))
+    columns = [c for c in table_columns(target.table) if c not in hidden]
+    where, params = owned_rows(target, owner)
+    if after is not None:
+        where = f"({where}) AND {quote(key)} > %s"
+        params = [*params, after]
+    sql = (
+        f"SELECT {', '.join(quote(c) for c in columns)} FROM {quote(target.table)}"
+        f" WHERE {where} ORDER BY {quote(key)} LIMIT %s"
+    )
+    with connection.cursor() as db:
+        db.execute(sql, [*params, limit + 1])
+        rows = [dict(zip(columns, row, strict=True)) for row in db.fetchall()]
+    more = len(rows) > limit
+    rows = rows[:limit]
+    for row in rows:
+        _mask_other_parties(target, owner, row)
+    next_cursor = _seal(owner, section_name, _plain(rows[-1][key])) if more else None
+    return {
+        "section": "d1_table",
+        "table": target.table,
+        "rows": json.loads(json.dumps(rows, cls=ExportEncoder)),
+        "redacted": sorted(hidden),
+        "nextCursor": next_cursor,
+    }
+
+
+def _mask_other_parties(target: TableTarget, owner: Owner, row: dict[str, Any]) -> None:
+    """On a row two users share (referrals, follows, grants), hide the other party's id."""
+    if target.match != Match.USER_COLUMNS or len(target.columns) < 2:
+        return
+    for column in target.columns:
+        if row.get(column) not in (None, owner.stable_id):
+            row[column] = REDACTED
+
+
+def _actor_page(owner: Owner, name: str, surface: Any, cursor: str | None, limit: int) -> dict:
+    inner = _open(owner, name, cursor)
+    actor = actor_named(surface.actor)
+    page = actor.call(owner.stable_id, surface.export_pages, cursor=inner, limit=limit)
+    inner_next = page.pop("next_cursor", None)
+    return {
+        "section": name,
+        "actor": surface.actor,
+        "page": page,
+        "nextCursor": _seal(owner, name, inner_next) if inner_next else None,
+    }
+
+
+def iter_blobs(owner: Owner) -> Iterator[tuple[str, str]]:
+    for prefix in blob_prefixes(owner):
+        for key in sorted(buckets.list_prefix(prefix.bucket, prefix.prefix)):
+            yield prefix.bucket, key
+
+
+def _blob_page(owner: Owner, cursor: str | None) -> dict:
+    """One chunk of one object; objects in (bucket, key) order, chunks by offset."""
+    position = _open(owner, "r2_object", cursor)
+    if position is None:
+        first = next(iter_blobs(owner), None)
+        if first is None:
+            return {"section": "r2_object", "object": None, "nextCursor": None}
+        bucket, key = first
+        offset, version = 0, None
+    else:
+        bucket, key, offset, version = position
+        if not _is_owned(owner, bucket, key):
+            raise InvalidCursor()
+    try:
+        size, current = buckets.object_version(bucket, key)
+    except FileNotFoundError:
+        return {
+            "section": "r2_object",
+            "object": {"bucket": bucket, "key": key, "missing": True},
+            "nextCursor": _next_object(owner, bucket, key),
+        }
+    if version is not None and version != [size, current]:
+        raise ObjectChanged(details={"bucket": bucket, "key": key})
+    data = buckets.read_range(bucket, key, offset, R2_CHUNK_BYTES)
+    end = offset + len(data)
+    if end < size:
+        next_cursor = _seal(owner, "r2_object", [bucket, key, end, [size, current]])
+    else:
+        next_cursor = _next_object(owner, bucket, key)
+    return {
+        "section": "r2_object",
+        "object": {
+            "bucket": bucket,
+            "key": key,
+            "size": size,
+            "version": current,
+            "offset": offset,
+            "final": end >= size,
+            "chunk": base64.b64encode(data).decode("ascii"),
+        },
+        "nextCursor": next_cursor,
+    }
+
+
+def _next_object(owner: Owner, bucket: str, key: str) -> str | None:
+    for candidate in iter_blobs(owner):
+        if candidate > (bucket, key):
+            return _seal(owner, "r2_object", [candidate[0], candidate[1], 0, None])
+    return None
+
+
+def _is_owned(owner: Owner, bucket: str, key: str) -> bool:
+    return any(p.bucket == bucket and key.startswith(p.prefix) for p in blob_prefixes(owner))
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, cls=ExportEncoder))
+
+
+class ExportEncoder(DjangoJSONEncoder):
+    def default(self, o: Any) -> Any:
+        if isinstance(o, bytes | memoryview):
+            return {"base64": base64.b64encode(bytes(o)).decode("ascii")}
+        return super().default(o)
