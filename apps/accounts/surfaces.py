@@ -360,7 +360,8 @@ OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
         "blob_prefix",
         "email-raw:v1:{userId}/",
         export=True,
-        note="raw MIME of the user's mail; deleted by reference, then by prefix",
+        note="raw MIME of the user's messages; listed by Mailbox.blob_references, then the "
+        "prefix is swept (kody.blobs.purge_prefix) as defence in depth",
         extra={"bucket": "email_blobs"},
     ),
     OutOfBandSurface(
@@ -409,20 +410,6 @@ OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
         "package-retriever-index-entry:v1:{userId}:",
         export=False,
         note="derived retriever index; kody.kv.store.delete_user_keys",
-    ),
-    # --- mailbox --------------------------------------------------------------------------
-    OutOfBandSurface(
-        "blob_prefix",
-        "email_blobs:email-raw:v1:{userId}/",
-        export=True,
-        note="raw MIME of the user's messages; listed by Mailbox.blob_references, then the "
-        "prefix is swept (kody.blobs.purge_prefix) as defence in depth",
-    ),
-    OutOfBandSurface(
-        "blob_prefix",
-        "email_blobs:email-attachment:v1:{userId}/",
-        export=True,
-        note="external attachment bytes; same inventory and sweep as raw MIME",
     ),
 )
 
