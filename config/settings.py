@@ -173,6 +173,10 @@ KODY_LANE_RETRY_BASE_SECONDS = envint("KODY_LANE_RETRY_BASE_SECONDS", 2)
 # Text embeddings (kody.embeddings): an import path to the embedder class. The vector column's
 # dimension must match it (``manage.py check`` says so); a model change means ``manage.py reindex``.
 KODY_EMBEDDER = envstr("KODY_EMBEDDER", "kody.embeddings.wordllama.WordLlamaEmbedder")
+# Secret entries are sealed with AES-GCM: "id:base64(32-byte key)" pairs, comma-separated, and
+# the id new writes use. Unset: one key derived from SECRET_KEY (apps/packages/services/crypto).
+KODY_SECRET_KEYS = envlist("KODY_SECRET_KEYS", [])
+KODY_SECRET_KEY_ID = envstr("KODY_SECRET_KEY_ID")
 CELERY_TASK_ROUTES = {"kody.lanes.*": {"queue": "default"}}
 CELERY_BEAT_SCHEDULE = {
     "lanes": {"task": "kody.lanes.dispatch", "schedule": crontab(minute="*/5")},

@@ -113,6 +113,8 @@ class SecretEntry(models.Model):
     name = models.CharField(max_length=255)
     description = models.TextField(blank=True, default="")
     encrypted_value = models.TextField()
+    # Which keyring key sealed encrypted_value (AES-GCM); rotate_secret_key re-seals old ones.
+    key_id = models.CharField(max_length=32, default="")
     lookup_hash = models.CharField(max_length=128, null=True, blank=True, db_index=True)
     allowed_hosts = json_list()
     allowed_packages = json_list()

@@ -4,4 +4,5 @@
 * ``memories`` — the agent's long-term memories and their conversation suppressions.
 * ``search`` — the builtin ``search``: capabilities and the caller's memories, ranked.
 * ``values`` — plain per-user values in buckets.
+* ``secrets`` — encrypted secrets in buckets (AES-GCM), grants and expiry.
 """

@@ -1,0 +1,175 @@
+"""Secret capabilities. They write and list secrets; none of them ever returns a value.
+
+Schemas leave ``value`` (and the items of ``secrets``) untyped on purpose: a schema error
+message quotes the offending input, so shape checks on anything that may hold a secret happen
+here, with messages that never include it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+from apps.packages.services import secrets as service
+from kody.capabilities import Context, capability
+from kody.errors import InvalidInput
+
+MAX_VALUE_CHARS = 16384
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
+MAX_BATCH = 50
+NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[A-Za-z0-9_.-]+$"}
+HOSTS = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": 253},
+    "maxItems": 50,
+    "description": "Hosts the secret may be sent to; none means no host.",
+}
+WHERE = {
+    "scope": {"type": "string", "enum": ["user", "package", "session"]},
+    "bindingKey": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 255,
+        "description": "The saved package id (scope package) or session id (scope session).",
+    },
+}
+ENTRY_FIELDS = {"name", "value", "description", "allowedHosts", "expiresAt"}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {**properties, **WHERE},
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def _entry(raw: Any, where: str) -> service.NewSecret:
+    if not isinstance(raw, dict) or not set(raw) <= ENTRY_FIELDS:
+        raise InvalidInput(
+            f"{where} must be an object with only {sorted(ENTRY_FIELDS)}.",
+            details={"path": where},
+        )
+    name, value = raw.get("name"), raw.get("value")
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InvalidInput(
+            f"{where}.name must be 1-255 letters, digits, '_', '.' or '-'.",
+            details={"path": where},
+        )
+    if not isinstance(value, str) or not value or len(value) > MAX_VALUE_CHARS:
+        raise InvalidInput(
+            f"{where}.value must be a non-empty string of at most {MAX_VALUE_CHARS} characters.",
+            details={"path": where, "name": name},
+        )
+    hosts = raw.get("allowedHosts")
+    if hosts is not None and (
+        not isinstance(hosts, list) or not all(isinstance(h, str) and h for h in hosts)
+    ):
+        raise InvalidInput(f"{where}.allowedHosts must be a list of hosts.", details={"name": name})
+    return service.NewSecret(
+        name=name,
+        value=value,
+        description=str(raw.get("description") or "")[:1000],
+        allowed_hosts=hosts,
+        expires_at=_when(raw.get("expiresAt"), name),
+    )
+
+
+def _when(raw: Any, name: str) -> datetime | None:
+    if raw is None:
+        return None
+    parsed = parse_datetime(raw) if isinstance(raw, str) else None
+    if parsed is None:
+        raise InvalidInput("expiresAt must be an ISO 8601 date-time.", details={"name": name})
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+@capability(
+    name="secretSet",
+    domain="secrets",
+    mutates=True,
+    title="Save a secret",
+    description=(
+        "Save (or replace) one encrypted secret. The value is never shown again: not by "
+        "secretList, not on the account page. allowedHosts lists where it may be sent; "
+        "granting packages is done by the user on /account/secrets."
+    ),
+    input_schema=_schema(
+        {
+            "name": NAME,
+            "value": {"description": "The secret (a string)."},
+            "description": {"type": "string", "maxLength": 1000},
+            "allowedHosts": HOSTS,
+            "expiresAt": {"type": "string", "format": "date-time"},
+        },
+        ["name", "value"],
+    ),
+)
+def secret_set(
+    ctx: Context,
+    scope: str = "user",
+    bindingKey: str | None = None,  # noqa: N803
+    **fields: Any,
+) -> dict[str, Any]:
+    [saved] = service.set_many(
+        ctx.user_id, [_entry(fields, "input")], scope=scope, binding_key=bindingKey
+    )
+    return {"secret": saved}
+
+
+@capability(
+    name="secretSetMany",
+    domain="secrets",
+    mutates=True,
+    title="Save several secrets",
+    description="Save up to 50 secrets in one bucket at once: all are saved, or none.",
+    input_schema=_schema(
+        {"secrets": {"type": "array", "minItems": 1, "maxItems": MAX_BATCH}}, ["secrets"]
+    ),
+)
+def secret_set_many(
+    ctx: Context,
+    secrets: list[Any],
+    scope: str = "user",
+    bindingKey: str | None = None,  # noqa: N803
+) -> dict[str, Any]:
+    entries = [_entry(raw, f"secrets[{i}]") for i, raw in enumerate(secrets)]
+    saved = service.set_many(ctx.user_id, entries, scope=scope, binding_key=bindingKey)
+    return {"secrets": saved}
+
+
+@capability(
+    name="secretList",
+    domain="secrets",
+    title="List secrets",
+    description="Names, descriptions, grants and expiry of the user's secrets — never values.",
+    input_schema=_schema({}, []),
+)
+def secret_list(
+    ctx: Context,
+    scope: str | None = None,
+    bindingKey: str | None = None,  # noqa: N803
+) -> dict[str, Any]:
+    return {"secrets": service.list_secrets(ctx.user_id, scope=scope, binding_key=bindingKey)}
+
+
+@capability(
+    name="secretDelete",
+    domain="secrets",
+    mutates=True,
+    title="Delete a secret",
+    description="Delete one secret.",
+    input_schema=_schema({"name": NAME}, ["name"]),
+)
+def secret_delete(
+    ctx: Context,
+    name: str,
+    scope: str = "user",
+    bindingKey: str | None = None,  # noqa: N803
+) -> dict[str, Any]:
+    service.delete_secret(ctx.user_id, name=name, scope=scope, binding_key=bindingKey)
+    return {"deleted": True, "name": name}

@@ -1,0 +1,239 @@
+"""Secrets: values sealed with AES-GCM in buckets scoped to the user, a package or a session.
+
+A secret value leaves this module only through ``resolve_for_use``, which the runtime calls
+when a package actually uses it; no capability, page, export, log line or error message ever
+carries it. Metadata (name, description, grants, expiry) is listed freely.
+
+Grants (seed 000): ``allowed_hosts`` is a separate gate for every use and is never implied.
+A user-scoped secret may be used by the user's self-authored packages and adopted forks; an
+unadopted community fork needs the package in ``allowed_packages``, which only the owner adds,
+in the browser. Package-scoped secrets belong to their package alone. An expired entry (or
+bucket) is missing for use but still listed, so it can be rotated.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.community.models import CommunityFork
+from apps.packages.models import SavedPackage, SecretBucket, SecretEntry
+from apps.packages.models.secrets import SecretScope
+from apps.packages.services import crypto
+from kody.errors import Forbidden, InvalidInput, NotFound
+
+log = logging.getLogger(__name__)
+ROTATE_BATCH = 500
+
+
+class SecretNotFound(NotFound):
+    code = "secret_not_found"
+    message = "No secret with that name."
+
+
+class SecretNotGranted(Forbidden):
+    code = "secret_not_granted"
+    message = "This secret is not granted for that use."
+
+
+@dataclass(frozen=True)
+class NewSecret:
+    name: str
+    value: str
+    description: str = ""
+    allowed_hosts: Sequence[str] | None = None
+    expires_at: datetime | None = None
+
+
+def _aad(user_id: str, bucket_id: str, name: str) -> str:
+    return f"secret_entries:v1:{user_id}:{bucket_id}:{name}"
+
+
+def bucket_key(user_id: str, scope: str, binding_key: str | None) -> str:
+    if scope == SecretScope.USER:
+        if binding_key:
+            raise InvalidInput(
+                "A user-scoped secret takes no bindingKey.", details={"field": "bindingKey"}
+            )
+        return ""
+    if not binding_key:
+        raise InvalidInput(
+            f"A {scope}-scoped secret needs a bindingKey.", details={"field": "bindingKey"}
+        )
+    if scope == SecretScope.PACKAGE and not _owns_package(user_id, binding_key):
+        raise NotFound("No saved package with that id.", details={"bindingKey": binding_key})
+    return binding_key
+
+
+def _owns_package(user_id: str, package_id: str) -> bool:
+    return SavedPackage.objects.filter(user_id=user_id, id=package_id).exists()
+
+
+def metadata(entry: SecretEntry, bucket: SecretBucket) -> dict[str, Any]:
+    now = timezone.now()
+    ends = [t for t in (entry.expires_at, bucket.expires_at) if t is not None]
+    expires = min(ends) if ends else None
+    return {
+        "name": entry.name,
+        "description": entry.description,
+        "scope": bucket.scope,
+        "bindingKey": bucket.binding_key or None,
+        "allowedHosts": list(entry.allowed_hosts),
+        "allowedPackages": list(entry.allowed_packages),
+        "expiresAt": expires.isoformat() if expires else None,
+        "expired": expires is not None and expires <= now,
+        "createdAt": entry.created_at.isoformat(),
+        "updatedAt": entry.updated_at.isoformat(),
+    }
+
+
+def set_many(
+    user_id: str,
+    secrets: Sequence[NewSecret],
+    *,
+    scope: str = SecretScope.USER,
+    binding_key: str | None = None,
+) -> list[dict[str, Any]]:
+    """Seal and save every secret, or none (one transaction)."""
+    key = bucket_key(user_id, scope, binding_key)
+    names = [s.name for s in secrets]
+    if len(set(names)) != len(names):
+        raise InvalidInput("Each name may appear once.", details={"field": "secrets"})
+    with transaction.atomic():
+        bucket, _ = SecretBucket.objects.get_or_create(
+            user_id=user_id, scope=scope, binding_key=key
+        )
+        saved = [_save(user_id, bucket, s) for s in secrets]
+    log.info("secrets saved: user=%s scope=%s count=%d", user_id[:8], scope, len(saved))
+    return [metadata(e, bucket) for e in saved]
+
+
+def _save(user_id: str, bucket: SecretBucket, new: NewSecret) -> SecretEntry:
+    key_id, sealed = crypto.seal(new.value, _aad(user_id, bucket.id, new.name))
+    entry = SecretEntry.objects.select_for_update().filter(bucket=bucket, name=new.name).first()
+    if entry is None:
+        entry = SecretEntry(bucket=bucket, name=new.name)
+    entry.encrypted_value = sealed
+    entry.key_id = key_id
+    entry.description = new.description or entry.description
+    if new.allowed_hosts is not None:
+        entry.allowed_hosts = sorted({h.strip().lower() for h in new.allowed_hosts if h.strip()})
+    entry.expires_at = new.expires_at
+    entry.save()
+    return entry
+
+
+def list_secrets(
+    user_id: str, *, scope: str | None = None, binding_key: str | None = None
+) -> list[dict[str, Any]]:
+    buckets = SecretBucket.objects.filter(user_id=user_id)
+    if scope is not None:
+        buckets = buckets.filter(scope=scope)
+    if binding_key is not None:
+        buckets = buckets.filter(binding_key=binding_key)
+    by_id = {b.id: b for b in buckets}
+    entries = SecretEntry.objects.filter(bucket_id__in=by_id).order_by("bucket_id", "name")
+    return [metadata(e, by_id[e.bucket_id]) for e in entries]
+
+
+def delete_secret(
+    user_id: str, *, name: str, scope: str = SecretScope.USER, binding_key: str | None = None
+) -> None:
+    key = bucket_key(user_id, scope, binding_key)
+    deleted, _ = SecretEntry.objects.filter(
+        bucket__user_id=user_id, bucket__scope=scope, bucket__binding_key=key, name=name
+    ).delete()
+    if not deleted:
+        raise SecretNotFound(details={"name": name})
+
+
+def set_allowed_packages(user_id: str, name: str, package_ids: Sequence[str]) -> dict[str, Any]:
+    """The owner's grant of a user secret to packages (the account page; never an agent)."""
+    entry = _entry(user_id, SecretScope.USER, "", name)
+    owned = set(
+        SavedPackage.objects.filter(user_id=user_id, id__in=list(package_ids)).values_list(
+            "id", flat=True
+        )
+    )
+    entry.allowed_packages = sorted(owned)
+    entry.save(update_fields=["allowed_packages", "updated_at"])
+    return metadata(entry, entry.bucket)
+
+
+def _entry(user_id: str, scope: str, key: str, name: str) -> SecretEntry:
+    entry = (
+        SecretEntry.objects.select_related("bucket")
+        .filter(bucket__user_id=user_id, bucket__scope=scope, bucket__binding_key=key, name=name)
+        .first()
+    )
+    if entry is None:
+        raise SecretNotFound(details={"name": name})
+    return entry
+
+
+def resolve_for_use(user_id: str, name: str, *, package_id: str, host: str) -> str:
+    """The plaintext for a package's request to ``host``, if every gate allows it.
+
+    The package's own secret wins over the user's secret of the same name."""
+    own = _live_entry(user_id, SecretScope.PACKAGE, package_id, name)
+    entry = own or _live_entry(user_id, SecretScope.USER, "", name)
+    if entry is None:
+        raise SecretNotFound(details={"name": name})
+    if host.lower() not in entry.allowed_hosts:
+        raise SecretNotGranted("This secret is not allowed for that host.", details={"name": name})
+    if own is None and not _package_may_use(user_id, package_id, entry):
+        raise SecretNotGranted(details={"name": name, "packageId": package_id})
+    return crypto.open_sealed(
+        entry.key_id, entry.encrypted_value, _aad(user_id, entry.bucket_id, entry.name)
+    )
+
+
+def _live_entry(user_id: str, scope: str, key: str, name: str) -> SecretEntry | None:
+    try:
+        entry = _entry(user_id, scope, key, name)
+    except SecretNotFound:
+        return None
+    now = timezone.now()
+    for ends in (entry.expires_at, entry.bucket.expires_at):
+        if ends is not None and ends <= now:
+            return None
+    return entry
+
+
+def _package_may_use(user_id: str, package_id: str, entry: SecretEntry) -> bool:
+    if package_id in entry.allowed_packages:
+        return True
+    if not _owns_package(user_id, package_id):
+        return False
+    unadopted_fork = CommunityFork.objects.filter(
+        forker_user_id=user_id, forked_package_id=package_id, adopted_at__isnull=True
+    ).exists()
+    return not unadopted_fork
+
+
+def rotate(*, batch: int = ROTATE_BATCH) -> int:
+    """Re-seal every entry not under the current key; returns how many."""
+    current = crypto.keyring().current
+    done = 0
+    while True:
+        with transaction.atomic():
+            rows = list(
+                SecretEntry.objects.select_for_update(skip_locked=True)
+                .select_related("bucket")
+                .exclude(key_id=current)
+                .order_by("id")[:batch]
+            )
+            for entry in rows:
+                aad = _aad(entry.bucket.user_id, entry.bucket_id, entry.name)
+                plain = crypto.open_sealed(entry.key_id, entry.encrypted_value, aad)
+                entry.key_id, entry.encrypted_value = crypto.seal(plain, aad)
+                entry.save(update_fields=["key_id", "encrypted_value", "updated_at"])
+        done += len(rows)
+        if len(rows) < batch:
+            return done
