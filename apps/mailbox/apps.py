@@ -6,3 +6,10 @@ class MailboxConfig(AppConfig):
     name = "apps.mailbox"
     label = "mailbox"
     verbose_name = "Mailbox"
+
+    def ready(self) -> None:
+        # Imported here: the counter calls the Mailbox actor, which needs the app registry.
+        from apps.entitlements.services.counters import register_counter
+        from apps.mailbox.services.reads import stored_message_count
+
+        register_counter("stored_email_messages", stored_message_count)

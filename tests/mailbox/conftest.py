@@ -66,17 +66,17 @@ def operator(db: None) -> User:
 
 @pytest.fixture
 def owner_token(owner: User) -> str:
-    return create_token(owner, "owner laptop")[1]
+    return create_token(owner, "owner laptop", enforce_rate_limit=False)[1]
 
 
 @pytest.fixture
 def outsider_token(outsider: User) -> str:
-    return create_token(outsider, "outsider laptop")[1]
+    return create_token(outsider, "outsider laptop", enforce_rate_limit=False)[1]
 
 
 @pytest.fixture
 def operator_token(operator: User) -> str:
-    return create_token(operator, "operator laptop")[1]
+    return create_token(operator, "operator laptop", enforce_rate_limit=False)[1]
 
 
 def address(user: User, tag: str = "") -> str:

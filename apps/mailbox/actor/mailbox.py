@@ -672,13 +672,15 @@ class Mailbox(Actor):
             keys.append(email_attachment_key(self.user_id, msg.id, att_id))
         return keys
 
-    def _delete_rows(self, msg: m.EmailMessage) -> None:
-        m.EmailAttachment.objects.filter(message_id=msg.id).delete()
-        m.EmailMessageRetentionRetry.objects.filter(message_id=msg.id).delete()
-        m.EmailOutboundProviderIndexRepair.objects.filter(message_id=msg.id).delete()
-        m.EmailDeliveryEvent.objects.filter(message_id=msg.id).update(message_id=None)
-        msg.delete()
-        EmailOutboundProviderIndex.objects.filter(user_id=self.user_id, message_id=msg.id).delete()
+    def _delete_rows(self, message_id: str) -> None:
+        m.EmailAttachment.objects.filter(message_id=message_id).delete()
+        m.EmailMessageRetentionRetry.objects.filter(message_id=message_id).delete()
+        m.EmailOutboundProviderIndexRepair.objects.filter(message_id=message_id).delete()
+        m.EmailDeliveryEvent.objects.filter(message_id=message_id).update(message_id=None)
+        m.EmailMessage.objects.filter(id=message_id).delete()
+        EmailOutboundProviderIndex.objects.filter(
+            user_id=self.user_id, message_id=message_id
+        ).delete()
 
     @owned
     def delete_message(self, message_id: str) -> dict[str, Any]:
@@ -686,7 +688,7 @@ class Mailbox(Actor):
         msg = self._message(message_id)
         for key in self._message_blob_keys(msg):
             blobstore.delete(key)  # raises BlobUnavailable: nothing is deleted
-        self._delete_rows(msg)
+        self._delete_rows(msg.id)
         m.EmailMessageDeletionTombstone.objects.update_or_create(
             message_id=msg.id, defaults={"deleted_at": timezone.now()}
         )
@@ -796,7 +798,7 @@ class Mailbox(Actor):
                 retry.last_error = exc.message
                 retry.save()
                 continue
-            self._delete_rows(msg)
+            self._delete_rows(msg.id)
         return failures, candidates.count()
 
     def _expire_events(self, now: datetime) -> int:

@@ -1,0 +1,63 @@
+"""Operator maintenance: content-free counts and health, retention and one owner-scoped delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q
+
+from apps.accounts.models import User
+from apps.mailbox import models as pm
+from apps.mailbox.actor import Mailbox
+from apps.system_email import models as sm
+from kody.blobs.keys import email_raw_prefix
+from kody.errors import NotFound
+
+
+def _owner(user_id: str) -> str:
+    if not User.objects.filter(stable_user_id=user_id).exists():
+        raise NotFound("No account has that user id.", details={"userId": user_id})
+    return user_id
+
+
+def status(user_id: str | None = None) -> dict[str, Any]:
+    marker = pm.EmailUserGraphAuthority.objects.filter(id=1).first()
+    system_prefix = email_raw_prefix(pm.SYSTEM_EMAIL_OWNER)
+    report: dict[str, Any] = {
+        "userGraphAuthority": {
+            "present": marker is not None,
+            "ownerCount": marker.owner_count if marker else None,
+        },
+        "providerIndex": {
+            "rows": pm.EmailOutboundProviderIndex.objects.count(),
+            "systemRows": pm.EmailOutboundProviderIndex.objects.filter(
+                user_id=pm.SYSTEM_EMAIL_OWNER
+            ).count(),
+            "repairOwners": pm.EmailOutboundProviderIndexRepairOwner.objects.count(),
+        },
+        "inboundDueOwners": pm.EmailInboundDueOwner.objects.count(),
+        "deliveryAlertEvents": pm.EmailDeliveryAlertEvent.objects.count(),
+        "systemEmail": {
+            "threads": sm.SystemEmailThread.objects.count(),
+            "messages": sm.SystemEmailMessage.objects.count(),
+            "attachments": sm.SystemEmailAttachment.objects.count(),
+            "deliveryEvents": sm.SystemEmailDeliveryEvent.objects.count(),
+            "invalidReferences": sm.SystemEmailMessage.objects.filter(raw_mime_key__isnull=False)
+            .filter(~Q(raw_mime_key__startswith=system_prefix))
+            .count(),
+            "providerLinks": sm.SystemEmailMessage.objects.filter(
+                provider_message_id__isnull=False
+            ).count(),
+        },
+    }
+    if user_id:
+        report["mailbox"] = Mailbox.call(_owner(user_id), "count")
+    return report
+
+
+def retention(user_id: str) -> dict[str, Any]:
+    return Mailbox.call(_owner(user_id), "run_retention_now")
+
+
+def delete(user_id: str, message_id: str) -> dict[str, Any]:
+    return Mailbox.call(_owner(user_id), "delete_message", message_id=message_id)

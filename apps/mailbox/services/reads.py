@@ -1,0 +1,66 @@
+"""A person's own mail: every function takes the caller and talks only to their Mailbox."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from apps.accounts.models import User
+from apps.mailbox.actor import Mailbox
+from apps.mailbox.errors import AttachmentNotFound, AttachmentUnavailable
+from apps.mailbox.services import blobstore, mime
+
+
+def _call(user: User, method: str, **kwargs: Any) -> Any:
+    return Mailbox.call(user.stable_user_id, method, **kwargs)
+
+
+def list_messages(user: User, **filters: Any) -> dict[str, Any]:
+    return _call(user, "list_messages", **filters)
+
+
+def search(user: User, query: str, limit: int | None = None, cursor: str | None = None) -> Any:
+    return _call(user, "search_messages", query=query, limit=limit, cursor=cursor)
+
+
+def get_message(user: User, message_id: str) -> dict[str, Any]:
+    return _call(user, "get_message", message_id=message_id)
+
+
+def delivery_events(user: User, **filters: Any) -> dict[str, Any]:
+    return _call(user, "list_delivery_events", **filters)
+
+
+def classify(user: User, message_id: str, classification: str, reason: str | None) -> Any:
+    return _call(
+        user, "classify", message_id=message_id, classification=classification, reason=reason
+    )
+
+
+def delete(user: User, message_id: str) -> dict[str, Any]:
+    return _call(user, "delete_message", message_id=message_id)
+
+
+def count(user: User) -> dict[str, int]:
+    return _call(user, "count")
+
+
+def attachment(user: User, message_id: str, attachment_id: str) -> dict[str, Any]:
+    """The attachment's metadata and bytes (base64), re-parsed from the owner's own raw MIME."""
+    found = _call(user, "locate_attachment", message_id=message_id, attachment_id=attachment_id)
+    if found["storageKind"] == "unavailable" or "key" not in found:
+        raise AttachmentUnavailable(details={"attachmentId": attachment_id})
+    data = blobstore.get(found["key"])
+    if found["storageKind"] == "raw-mime":
+        parts = mime.leaves(mime.load(data))
+        index = found["partIndex"]
+        if index is None or index >= len(parts):
+            raise AttachmentNotFound(details={"attachmentId": attachment_id})
+        data = mime.part_bytes(parts[index])
+    meta = {k: v for k, v in found.items() if k not in ("key", "partIndex")}
+    return {**meta, "contentBase64": base64.b64encode(data).decode()}
+
+
+def stored_message_count(user_id: str) -> int:
+    """The ``stored_email_messages`` counter: the Mailbox is the authority."""
+    return int(Mailbox.call(user_id, "count")["messages"])
