@@ -14,3 +14,24 @@ def audit_retention(run: LaneRun) -> None:
         run.record(deleted)
         if deleted < run.batch_size:
             break
+
+
+@lane("account_deletion_resume", cadence=Cadence.EVERY_TICK, budget_seconds=120, batch_size=10)
+def account_deletion_resume(run: LaneRun) -> None:
+    """Carry on deletions a crashed worker or a failed step left open, oldest due first."""
+    from django.db.models import Q
+    from django.utils import timezone
+
+    from apps.accounts.deletion import job
+    from apps.accounts.models import AccountDeletion, DeletionStatus
+
+    due = (
+        AccountDeletion.objects.filter(status__in=[DeletionStatus.RUNNING, DeletionStatus.RETAINED])
+        .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=timezone.now()))
+        .order_by("next_attempt_at", "pk")
+    )
+    for deletion in due[: run.batch_size]:
+        if run.out_of_time():
+            break
+        job.run(deletion)
+        run.record(1)

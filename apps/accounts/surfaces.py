@@ -285,6 +285,11 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
 
 # Tables that carry a user-looking column but are not user data, each with the reason.
 OPERATOR_OWNED_TABLES: tuple[ExcludedTable, ...] = (
+    ExcludedTable(
+        "account_deletions",
+        "the deletion job's own ledger; it holds the subject's stable id only while the "
+        "deletion runs and clears it on completion",
+    ),
     # --- system_email ---------------------------------------------------------------------
     ExcludedTable(
         "system_email_threads",

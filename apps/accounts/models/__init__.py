@@ -24,7 +24,12 @@ from apps.accounts.models.identity import (
     UserEmailClaim,
     UsernameRedirect,
 )
-from apps.accounts.models.operations import AccountWriteLeaseRepair, McpAgentSession
+from apps.accounts.models.operations import (
+    AccountDeletion,
+    AccountWriteLeaseRepair,
+    DeletionStatus,
+    McpAgentSession,
+)
 from apps.accounts.models.platform import (
     PlatformOAuthApp,
     PlatformProviderMark,
@@ -36,6 +41,8 @@ from apps.accounts.models.tokens import TokenKind as TokenKind
 from apps.accounts.models.users import Plan, User
 
 __all__ = [
+    "AccountDeletion",
+    "DeletionStatus",
     "AccessToken",
     "AccountWriteLeaseRepair",
     "AuditCategory",

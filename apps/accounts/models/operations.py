@@ -39,3 +39,59 @@ class McpAgentSession(models.Model):
 
     def __str__(self) -> str:
         return self.do_id
+
+
+class DeletionStatus(models.TextChoices):
+    RUNNING = "running"
+    RETAINED = "retained"  # stopped by a failure; the account and its data are kept for retry
+    COMPLETE = "complete"
+
+
+class AccountDeletion(models.Model):
+    """One account deletion as a durable, resumable job: which steps ran, with what counts.
+
+    ``subject_user_id`` holds the stable id only while the deletion runs; it is cleared when
+    the deletion completes, so the finished record keeps no identifier of the person.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    subject_user_id = models.CharField(max_length=64, null=True, blank=True)
+    subject_db_id = models.BigIntegerField(null=True, blank=True)
+    requested_by = models.CharField(max_length=32)  # self | operator | lane
+    status = models.CharField(
+        max_length=16, choices=DeletionStatus.choices, default=DeletionStatus.RUNNING
+    )
+    step = models.CharField(max_length=32, default="mark")
+    steps = models.JSONField(default=list, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=200, blank=True, default="")
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "account_deletions"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subject_user_id"],
+                condition=models.Q(status__in=["running", "retained"]),
+                name="account_deletions_one_open_per_user",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(status="complete", subject_user_id__isnull=True)
+                | ~models.Q(status="complete"),
+                name="account_deletions_complete_forgets_subject",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=models.Q(status__in=["running", "retained"]),
+                name="account_deletions_due_ix",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"deletion {self.pk} ({self.status}, step {self.step})"

@@ -1,0 +1,370 @@
+"""Account deletion as a durable, resumable job (seed 000 "Account deletion inventory").
+
+``start(user, requested_by)`` records an ``AccountDeletion`` row; ``run(deletion)`` executes
+its steps in order, recording counts and warnings per step, and can be called again after any
+failure or crash — every step is idempotent:
+
+1. ``mark``        stamp ``users.deleting_at`` and the UserMeter tombstone (a missing meter
+                   fails closed: the deletion stops and the account is kept);
+2. ``drain``       wait (bounded) for write leases to drain, then pass a barrier call through
+                   the user's actor shard so every call queued before the mark has run;
+3. ``billing``     settle Stripe (refund then cancel; ``stripe_settlement``);
+4. ``out_of_band`` blobs by reference (each actor's ``blob_references``), then by owner
+                   prefix; KV families; vectors; each actor's ``purge``; the user schema;
+5. ``database``    one transaction deleting or clearing every declared public row, users last;
+6. ``finish``      forget the subject id on the job row.
+
+A failure in steps 1–4 leaves the marker, the rows and the actor state: the job is
+``retained`` with the reason, and a rerun (``manage.py purge_account``, or the
+``account_deletion_resume`` lane) continues from the failed step. When the deletion is
+abandoned instead, ``release`` lifts the marker so the account works again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.accounts.models import AccountDeletion, DeletionStatus, User
+from apps.accounts.ownership import Owner, owned_rows, quote
+from apps.accounts.surfaces import (
+    DELETED_USER,
+    OUT_OF_BAND_SURFACES,
+    USER_TABLE_TARGETS,
+    Match,
+    TableTarget,
+    actor_surfaces,
+)
+from kody.actors.base import actor_named
+from kody.errors import KodyError
+
+log = logging.getLogger(__name__)
+
+STEPS = ("mark", "drain", "billing", "out_of_band", "database", "finish")
+REF_PAGE = 500
+MAX_BACKOFF = timedelta(hours=6)
+RUN_LEASE = timedelta(minutes=15)
+
+
+class DeletionRetained(KodyError):
+    code = "account_retained"
+    status = 409
+    message = "The account was kept; the deletion can be retried."
+
+
+class WriteLeasesHeld(DeletionRetained):
+    code = "write_leases_held"
+    message = "A write is still in flight on this account; the deletion stopped before it."
+
+
+@dataclass
+class StepReport:
+    step: str
+    deleted: dict[str, int] = field(default_factory=dict)
+    updated: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "deleted": self.deleted,
+            "updated": self.updated,
+            "warnings": self.warnings,
+            **({"info": self.info} if self.info else {}),
+        }
+
+
+# --- entry points ---------------------------------------------------------------------------
+
+
+def start(user: User, *, requested_by: str) -> AccountDeletion:
+    """The open deletion of ``user`` (an existing one is resumed, never duplicated)."""
+    with transaction.atomic():
+        existing = (
+            AccountDeletion.objects.select_for_update()
+            .filter(
+                subject_user_id=user.stable_user_id,
+                status__in=[DeletionStatus.RUNNING, DeletionStatus.RETAINED],
+            )
+            .first()
+        )
+        if existing is not None:
+            return existing
+        return AccountDeletion.objects.create(
+            subject_user_id=user.stable_user_id,
+            subject_db_id=user.pk,
+            requested_by=requested_by,
+        )
+
+
+def run(
+    deletion: AccountDeletion, *, on_step: Callable[[StepReport], None] | None = None
+) -> AccountDeletion:
+    """Run the remaining steps; returns the row, ``complete`` or ``retained`` with a reason."""
+    deletion.attempts += 1
+    deletion.status = DeletionStatus.RUNNING
+    # A run lease: the resume lane leaves a running deletion alone until it passes, and takes
+    # over one whose worker died mid-step.
+    deletion.next_attempt_at = timezone.now() + RUN_LEASE
+    deletion.save(update_fields=["attempts", "status", "next_attempt_at", "updated_at"])
+    done = {entry["step"] for entry in deletion.steps if entry.get("ok")}
+    owner = Owner(stable_id=deletion.subject_user_id or "", db_id=deletion.subject_db_id or 0)
+    for name in STEPS:
+        if name in done:
+            continue
+        deletion.step = name
+        report = StepReport(name)
+        try:
+            STEP_FUNCTIONS[name](deletion, owner, report)
+        except Exception as exc:  # noqa: BLE001 - every failure keeps the account for retry
+            _retain(deletion, name, exc, report)
+            if on_step:
+                on_step(report)
+            return deletion
+        _record(deletion, report, ok=True)
+        if on_step:
+            on_step(report)
+    deletion.status = DeletionStatus.COMPLETE
+    deletion.completed_at = timezone.now()
+    deletion.subject_user_id = None
+    deletion.next_attempt_at = None
+    deletion.last_error = ""
+    deletion.save()
+    return deletion
+
+
+def release(deletion: AccountDeletion) -> None:
+    """Abandon a retained deletion: lift the marker so the account is usable again."""
+    from apps.entitlements.actor import UserMeter
+
+    if deletion.status == DeletionStatus.COMPLETE or not deletion.subject_user_id:
+        raise DeletionRetained("A completed deletion cannot be released.")
+    if "database" in {entry["step"] for entry in deletion.steps if entry.get("ok")}:
+        raise DeletionRetained("The account's rows are already gone.")
+    User.objects.filter(stable_user_id=deletion.subject_user_id).update(deleting_at=None)
+    UserMeter.call(deletion.subject_user_id, "unmark_deleting")
+    deletion.delete()
+
+
+# --- the steps --------------------------------------------------------------------------------
+
+
+def _mark(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
+    from apps.entitlements.actor import UserMeter
+
+    now = timezone.now()
+    marked = User.objects.filter(pk=owner.db_id, deleting_at__isnull=True).update(deleting_at=now)
+    answer = UserMeter.call(owner.stable_id, "mark_deleting", at=now.isoformat())
+    report.updated["users.deleting_at"] = marked
+    report.info["active_write_leases"] = answer["active_write_leases"]
+
+
+def _drain(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
+    from apps.entitlements.actor import UserMeter
+
+    bound = float(getattr(settings, "KODY_DELETION_DRAIN_SECONDS", 10))
+    deadline = time.monotonic() + bound
+    while True:
+        leases = UserMeter.call(owner.stable_id, "list_write_leases")
+        if not leases:
+            break
+        if time.monotonic() >= deadline:
+            holders = sorted({lease["holder"] for lease in leases})
+            raise WriteLeasesHeld(
+                f"{len(leases)} write lease(s) still held after {bound:g}s by "
+                + ", ".join(holders)[:120],
+                details={"holders": holders},
+            )
+        time.sleep(0.2)
+    # A barrier through the user's shard: when it answers, everything queued before the mark
+    # has run (per-user order), and everything after it is refused by the fence.
+    UserMeter.call(owner.stable_id, "read_deletion_state")
+    report.info["drained"] = True
+
+
+def _billing(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
+    from apps.accounts.deletion.stripe_settlement import settle_customer
+    from apps.accounts.services import audit
+    from apps.entitlements.services import billing
+
+    user = User.objects.filter(pk=owner.db_id).first()
+    if user is None or not user.stripe_customer_id or not billing.billing_enabled():
+        report.info["stripe"] = "no customer" if user else "no account row"
+        return
+
+    def record(action: str, result: str, reason: str) -> None:
+        audit.record(
+            category="account", action=action, result=result, email=user.email, reason=reason
+        )
+
+    settlement = settle_customer(
+        billing.client(),
+        user.stripe_customer_id,
+        now=int(datetime.now(UTC).timestamp()),
+        audit=record,
+    )
+    result = settlement.as_dict()
+    deletion.result = {**deletion.result, **result}
+    report.info.update(result)
+    report.updated["stripe_subscriptions_cancelled"] = len(settlement.cancelled)
+    report.warnings += [f"refund skipped: {item['reason']}" for item in settlement.skipped]
+
+
+def _out_of_band(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
+    from kody import blobs
+    from kody.kv import store
+    from kody.userschema.schemas import purge_schema
+    from kody.vectors import index
+
+    surfaces = actor_surfaces()
+    # Blobs by reference, captured from each actor before its rows go.
+    removed = 0
+    for surface in surfaces.values():
+        if not surface.blob_references:
+            continue
+        actor = actor_named(surface.actor)
+        cursor = None
+        while True:
+            page = actor.call(
+                owner.stable_id, surface.blob_references, cursor=cursor, limit=REF_PAGE
+            )
+            for ref in page["references"]:
+                blobs.bucket(ref["bucket"]).delete(ref["key"])
+                removed += 1
+            cursor = page.get("next_cursor")
+            if not cursor:
+                break
+    report.deleted["blobs_by_reference"] = removed
+    # Then every owner prefix, as defence in depth (and for blobs no actor points at).
+    for surface in OUT_OF_BAND_SURFACES:
+        if surface.kind == "blob_prefix" and "{userId}" in surface.name:
+            prefix = surface.name.replace("{userId}", owner.stable_id)
+            report.deleted[f"blob:{surface.extra['bucket']}:{surface.name}"] = blobs.purge_prefix(
+                surface.extra["bucket"], prefix
+            )
+    for prefix, bucket in _listing_icon_prefixes(owner):
+        report.deleted.setdefault("blob:community_icons", 0)
+        report.deleted["blob:community_icons"] += blobs.purge_prefix(bucket, prefix)
+    report.deleted["kv"] = store.delete_user_keys(owner.stable_id)
+    for surface in OUT_OF_BAND_SURFACES:
+        if surface.kind == "kv_prefix" and "{userId}" in surface.name:
+            report.deleted["kv"] += store.delete_prefix(
+                surface.name.replace("{userId}", owner.stable_id)
+            )
+    report.deleted["vectors"] = index.delete_all_for_user(owner.stable_id)
+    for surface in surfaces.values():
+        answer = actor_named(surface.actor).call(owner.stable_id, surface.purge)
+        counts = answer.get("deleted", {}) if isinstance(answer, dict) else {}
+        for table, count in counts.items():
+            report.deleted[f"{surface.actor}:{table}"] = int(count)
+    report.deleted["user_schema"] = int(purge_schema(owner.stable_id))
+
+
+def _listing_icon_prefixes(owner: Owner) -> list[tuple[str, str]]:
+    """``community-icon:v*/{listingId}/`` of the user's own listings."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id FROM community_listings WHERE owner_user_id = %s", [owner.stable_id]
+        )
+        listing_ids = [row[0] for row in cursor.fetchall()]
+    prefixes = []
+    for listing in listing_ids:
+        for version in ("v1", "v2", "v3"):
+            prefixes.append((f"community-icon:{version}/{listing}/", "community_assets"))
+    return prefixes
+
+
+def _database(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
+    with transaction.atomic(), connection.cursor() as cursor:
+        for target in USER_TABLE_TARGETS:
+            _apply(cursor, target, owner, report)
+
+
+def _apply(cursor: Any, target: TableTarget, owner: Owner, report: StepReport) -> None:
+    where, params = owned_rows(target, owner)
+    table = quote(target.table)
+    if target.match == Match.REPLACE_USER_COLUMN:
+        for column in target.columns:
+            cursor.execute(
+                f"UPDATE {table} SET {quote(column)} = %s WHERE {quote(column)} = %s",
+                [DELETED_USER, owner.stable_id],
+            )
+            _count(report.updated, f"{target.table}.{column}", cursor.rowcount)
+        return
+    if target.match == Match.NULL_USER_COLUMN:
+        extra = ""
+        if target.table == "platform_feedback":
+            extra = ", reviewed_at = NULL, admin_note = NULL"
+        for column in target.columns:
+            cursor.execute(
+                f"UPDATE {table} SET {quote(column)} = NULL{extra} WHERE {quote(column)} = %s",
+                [owner.stable_id],
+            )
+            _count(report.updated, f"{target.table}.{column}", cursor.rowcount)
+        return
+    cursor.execute(f"DELETE FROM {table} WHERE {where}", params)
+    _count(report.deleted, target.table, cursor.rowcount)
+
+
+def _finish(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
+    from kody.userschema.schemas import purge_schema
+
+    # The schema is gone since out_of_band; a call that slipped in after it cannot have
+    # recreated it for an id with no account, but purge again to be certain (idempotent).
+    purge_schema(owner.stable_id)
+    report.info["forgotten"] = True
+
+
+STEP_FUNCTIONS: dict[str, Callable[[AccountDeletion, Owner, StepReport], None]] = {
+    "mark": _mark,
+    "drain": _drain,
+    "billing": _billing,
+    "out_of_band": _out_of_band,
+    "database": _database,
+    "finish": _finish,
+}
+
+
+# --- bookkeeping ------------------------------------------------------------------------------
+
+
+def _count(bucket: dict[str, int], key: str, value: int) -> None:
+    bucket[key] = bucket.get(key, 0) + max(int(value), 0)
+
+
+def _record(deletion: AccountDeletion, report: StepReport, *, ok: bool, error: str = "") -> None:
+    entry = {**report.as_dict(), "ok": ok, "at": timezone.now().isoformat()}
+    if error:
+        entry["error"] = error
+    deletion.steps = [*deletion.steps, entry]
+    deletion.updated_at = timezone.now()
+    deletion.save(update_fields=["steps", "step", "result", "updated_at"])
+
+
+def _retain(deletion: AccountDeletion, step: str, exc: Exception, report: StepReport) -> None:
+    reason = _reason(exc)
+    log.warning("account deletion %s retained at %s: %s", deletion.pk, step, reason)
+    _record(deletion, report, ok=False, error=reason)
+    backoff = min(timedelta(minutes=5) * (2 ** min(deletion.attempts, 10)), MAX_BACKOFF)
+    deletion.status = DeletionStatus.RETAINED
+    deletion.last_error = reason
+    deletion.next_attempt_at = timezone.now() + backoff
+    deletion.save(update_fields=["status", "last_error", "next_attempt_at", "updated_at"])
+
+
+def _reason(exc: Exception) -> str:
+    """A redacted, bounded reason: the error's code and message, never raw row data."""
+    if isinstance(exc, KodyError):
+        text = f"{exc.code}: {exc.message}"
+    else:
+        text = type(exc).__name__
+    return text[:200]

@@ -1,0 +1,285 @@
+"""Account deletion: inventory-driven, fail-closed, resumable (manage.py purge_account)."""
+
+from __future__ import annotations
+
+import io
+import secrets
+from datetime import timedelta
+
+import pytest
+from django.core.files.base import ContentFile
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+
+from apps.accounts.deletion import job
+from apps.accounts.models import AccountDeletion, DeletionStatus, Referral, User
+from apps.accounts.services import tokens
+from apps.entitlements.actor import UserMeter
+from apps.packages.models import ValueBucket, ValueEntry
+from config.buckets import bucket_storages
+from kody import blobs
+from kody.actors import ActorUnavailable
+from kody.blobs.keys import email_raw_key
+from kody.errors import AccountDeleting
+from kody.kv import store
+from kody.userschema.naming import schema_name_for
+from tests.clock import today_iso
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
+
+
+@pytest.fixture(autouse=True)
+def _inline_actors(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.KODY_ACTORS_INLINE = True
+    settings.KODY_DELETION_DRAIN_SECONDS = 0.3
+
+
+@pytest.fixture(autouse=True)
+def fs_buckets(tmp_path):  # type: ignore[no-untyped-def]
+    conf = bucket_storages(use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path)
+    with override_settings(
+        STORAGES={"default": {"BACKEND": "django.core.files.storage.FileSystemStorage"}, **conf}
+    ):
+        yield tmp_path
+
+
+def make_user(name: str) -> User:
+    suffix = secrets.token_hex(3)
+    return User.objects.create_user(
+        username=f"{name}-{suffix}", email=f"{name}-{suffix}@example.com", password="pw-1234567"
+    )
+
+
+def populate(user: User, label: str) -> None:
+    """Data in every surface that exists today."""
+    bucket = ValueBucket.objects.create(
+        id=secrets.token_hex(8), user_id=user.stable_user_id, scope="user"
+    )
+    for n in range(3):
+        ValueEntry.objects.create(bucket=bucket, name=f"{label}-{n}", value=f"{label} {n}")
+    tokens.create_token(user, name=f"{label}-token")
+    UserMeter.call(
+        user.stable_user_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=9
+    )
+    key = email_raw_key(user.stable_user_id, f"{label}-m1")
+    blobs.bucket("email_blobs").save(key, ContentFile(b"raw mime of " + label.encode()))
+    store.put(f"package-retriever-manifest:v1:{user.stable_user_id}:x", b"derived")
+
+
+@pytest.fixture
+def owner() -> User:
+    user = make_user("owner")
+    populate(user, "mine")
+    return user
+
+
+@pytest.fixture
+def outsider() -> User:
+    user = make_user("outsider")
+    populate(user, "theirs")
+    return user
+
+
+def purge(email: str) -> str:
+    out = io.StringIO()
+    call_command("purge_account", email, "--yes", stdout=out)
+    return out.getvalue()
+
+
+def text_columns() -> list[tuple[str, str]]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name, column_name FROM information_schema.columns"
+            " WHERE table_schema = 'public' AND data_type IN"
+            " ('text', 'character varying', 'jsonb', 'json')"
+        )
+        return cursor.fetchall()
+
+
+def traces_of(*needles: str) -> list[str]:
+    """Every public text/JSON column holding any needle: what is left of a person."""
+    found = []
+    with connection.cursor() as cursor:
+        for table, column in text_columns():
+            for needle in needles:
+                cursor.execute(
+                    f'SELECT COUNT(*) FROM "{table}" WHERE "{column}"::text LIKE %s',
+                    [f"%{needle}%"],
+                )
+                if cursor.fetchone()[0]:
+                    found.append(f"{table}.{column}")
+    return found
+
+
+def stop(*args: object) -> None:
+    raise RuntimeError("stop")
+
+
+def schema_exists(user_id: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", [schema_name_for(user_id)])
+        return cursor.fetchone() is not None
+
+
+def test_purge_removes_everything_of_the_owner_and_nothing_of_anyone_else(owner, outsider):
+    Referral.objects.create(
+        referrer_stable_user_id=outsider.stable_user_id,
+        referee_stable_user_id=owner.stable_user_id,
+    )
+    stable, email, username = owner.stable_user_id, owner.email, owner.username
+    before = traces_of(stable, email, username)
+    assert {
+        "users.stable_user_id",
+        "value_buckets.user_id",
+        "referrals.referee_stable_user_id",
+    } <= set(before)
+    printed = purge(email)
+    assert "[1/6] mark" in printed and "[5/6] database" in printed
+    assert f"deleted {email}: complete" in printed
+    assert traces_of(stable, email, username) == []
+    assert not schema_exists(stable)
+    assert list(blobs.list_prefix("email_blobs", f"email-raw:v1:{stable}/")) == []
+    assert store.get(f"package-retriever-manifest:v1:{stable}:x") is None
+    # The other person is untouched.
+    assert ValueEntry.objects.filter(bucket__user_id=outsider.stable_user_id).count() == 3
+    assert schema_exists(outsider.stable_user_id)
+    assert list(blobs.list_prefix("email_blobs", f"email-raw:v1:{outsider.stable_user_id}/"))
+    assert store.get(f"package-retriever-manifest:v1:{outsider.stable_user_id}:x") == b"derived"
+    reading = UserMeter.call(
+        outsider.stable_user_id, "read", resource="execute_calls_per_day", day=today_iso()
+    )
+    assert reading["count"] == 1
+    # The deletion's own record forgot who it was about.
+    record = AccountDeletion.objects.get()
+    assert record.status == DeletionStatus.COMPLETE and record.subject_user_id is None
+
+
+def test_the_same_email_can_sign_up_again_after_deletion(owner):
+    email = owner.email
+    purge(email)
+    again = User.objects.create_user(username="again-" + secrets.token_hex(3), email=email)
+    assert again.pk != owner.pk
+
+
+def test_purge_needs_yes_and_a_known_email(owner):
+    with pytest.raises(CommandError, match="--yes"):
+        call_command("purge_account", owner.email)
+    with pytest.raises(CommandError, match="no account"):
+        call_command("purge_account", "nobody@example.com", "--yes")
+    assert User.objects.filter(pk=owner.pk).exists()
+
+
+def assert_retained(user: User, step: str) -> None:
+    assert User.objects.get(pk=user.pk).deleting_at is not None
+    assert ValueEntry.objects.filter(bucket__user_id=user.stable_user_id).count() == 3
+    deletion = AccountDeletion.objects.get(subject_user_id=user.stable_user_id)
+    assert deletion.status == DeletionStatus.RETAINED and deletion.step == step
+
+
+def test_a_blob_store_outage_keeps_the_account_and_a_rerun_completes(owner, monkeypatch):
+    real = blobs.purge_prefix
+
+    def down(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise OSError("blob store unreachable")
+
+    monkeypatch.setattr(blobs, "purge_prefix", down)
+    with pytest.raises(CommandError, match="retained at step out_of_band"):
+        purge(owner.email)
+    assert_retained(owner, "out_of_band")
+    monkeypatch.setattr(blobs, "purge_prefix", real)
+    assert "complete" in purge(owner.email)
+    assert not User.objects.filter(pk=owner.pk).exists()
+
+
+def test_a_missing_meter_fails_closed(owner, monkeypatch):
+    def unavailable(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise ActorUnavailable()
+
+    monkeypatch.setattr(UserMeter, "call", unavailable)
+    with pytest.raises(CommandError, match="retained at step mark: actor_unavailable"):
+        purge(owner.email)
+    assert ValueEntry.objects.filter(bucket__user_id=owner.stable_user_id).count() == 3
+
+
+def test_a_crash_inside_the_database_step_deletes_nothing(owner, monkeypatch):
+    real = job._apply
+
+    def crash_on_users(cursor, target, who, report):  # type: ignore[no-untyped-def]
+        if target.table == "users":
+            raise RuntimeError("worker killed")
+        real(cursor, target, who, report)
+
+    monkeypatch.setattr(job, "_apply", crash_on_users)
+    with pytest.raises(CommandError, match="retained at step database: RuntimeError"):
+        purge(owner.email)
+    # One transaction: the earlier tables' deletes rolled back with it.
+    assert_retained(owner, "database")
+    monkeypatch.setattr(job, "_apply", real)
+    purge(owner.email)
+    assert traces_of(owner.stable_user_id) == []
+
+
+def test_a_write_lease_held_past_the_bound_stops_the_deletion_before_any_data_goes(owner):
+    UserMeter.call(
+        owner.stable_user_id,
+        "acquire_write_lease",
+        token="t-1",
+        holder="package-run",
+        at=timezone.now().isoformat(),
+    )
+    with pytest.raises(CommandError, match="write lease.*package-run"):
+        purge(owner.email)
+    assert_retained(owner, "drain")
+    UserMeter.call(owner.stable_user_id, "release_write_lease", token="t-1")
+    purge(owner.email)
+    assert not User.objects.filter(pk=owner.pk).exists()
+
+
+def test_no_write_lease_is_granted_once_the_account_is_marked(owner, monkeypatch):
+    monkeypatch.setitem(job.STEP_FUNCTIONS, "drain", stop)
+    with pytest.raises(CommandError):
+        purge(owner.email)
+    with pytest.raises(AccountDeleting):
+        UserMeter.call(
+            owner.stable_user_id,
+            "acquire_write_lease",
+            token="late",
+            holder="racer",
+            at=timezone.now().isoformat(),
+        )
+
+
+def test_a_retained_deletion_can_be_released_and_the_account_works_again(owner, monkeypatch):
+    monkeypatch.setitem(job.STEP_FUNCTIONS, "drain", stop)
+    with pytest.raises(CommandError):
+        purge(owner.email)
+    job.release(AccountDeletion.objects.get(subject_user_id=owner.stable_user_id))
+    assert User.objects.get(pk=owner.pk).deleting_at is None
+    granted = UserMeter.call(
+        owner.stable_user_id,
+        "acquire_write_lease",
+        token="after",
+        holder="app",
+        at=timezone.now().isoformat(),
+    )
+    assert granted["held"] is True
+
+
+def test_the_resume_lane_finishes_a_retained_deletion_once_it_is_due(owner, monkeypatch):
+    from kody.lanes import run_lane
+
+    def stripe_down(*args):  # type: ignore[no-untyped-def]
+        raise RuntimeError("stripe down")
+
+    monkeypatch.setitem(job.STEP_FUNCTIONS, "billing", stripe_down)
+    with pytest.raises(CommandError, match="retained at step billing"):
+        purge(owner.email)
+    monkeypatch.setitem(job.STEP_FUNCTIONS, "billing", job._billing)
+    run_lane("account_deletion_resume")
+    assert User.objects.filter(pk=owner.pk).exists()  # not due yet: backoff
+    AccountDeletion.objects.update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+    run_lane("account_deletion_resume")
+    assert not User.objects.filter(pk=owner.pk).exists()
+    assert AccountDeletion.objects.get().status == DeletionStatus.COMPLETE
