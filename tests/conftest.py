@@ -1,12 +1,17 @@
-"""Suite-wide options: ``--shift-clock`` and the ``frozen_clock`` fixture (see tests/clock.py)."""
+"""Suite-wide: ``--shift-clock``, the ``frozen_clock`` fixture (see tests/clock.py), the shared
+cast of users (tests/cast.py) and the database-refusal helpers (tests/constraints.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from tests.clock import FROZEN_AT, parse_shift, start_shift
+from tests.constraints import raw_sql, refuses
+
+pytest_plugins = ["tests.cast"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,3 +52,14 @@ def frozen_clock() -> Iterator[object]:
 
     with time_machine.travel(FROZEN_AT, tick=False) as traveller:
         yield traveller
+
+
+@pytest.fixture
+def refused() -> Callable[[Callable[[], Any]], None]:
+    """``refused(lambda: make(...))``: the database itself rejects the row."""
+    return refuses
+
+
+@pytest.fixture
+def sql() -> Callable[..., int]:
+    return raw_sql

@@ -1,4 +1,4 @@
-"""The fixed cast for entitlements tests: an owner, an outsider and an operator."""
+"""Entitlements tests: a Stripe fake, inline actors and real shard workers (cast: tests/cast.py)."""
 
 from __future__ import annotations
 
@@ -7,29 +7,7 @@ from collections.abc import Iterator
 import pytest
 from django.core.cache import cache
 
-from apps.accounts.models import User
 from tests.entitlements.stripe_fake import StripeFake
-
-
-def make_user(name: str, **extra: object) -> User:
-    return User.objects.create_user(
-        username=name, email=f"{name}@example.test", password="pw-long-enough-123", **extra
-    )
-
-
-@pytest.fixture
-def owner(db: None) -> User:
-    return make_user("owner")
-
-
-@pytest.fixture
-def outsider(db: None) -> User:
-    return make_user("outsider")
-
-
-@pytest.fixture
-def operator(db: None) -> User:
-    return make_user("operator", is_staff=True, is_superuser=True)
 
 
 @pytest.fixture(autouse=True)

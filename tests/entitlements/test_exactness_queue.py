@@ -11,7 +11,7 @@ from django.db import connections
 from apps.entitlements import services
 from apps.entitlements.actor import UserMeter
 from apps.entitlements.services import LimitReached
-from tests.entitlements.conftest import make_user
+from tests.accounts.factories import UserFactory
 
 pytestmark = [pytest.mark.queue, pytest.mark.django_db(transaction=True)]
 
@@ -49,7 +49,7 @@ def hammer(user, resource: str, threads: int, attempts: int) -> tuple[int, int]:
 
 
 def test_sixteen_threads_never_pass_the_limit_and_the_count_matches(celery_worker):
-    owner = make_user("owner")
+    owner = UserFactory(username="ada")
     allowed, denied = hammer(owner, "execute_calls_per_day", THREADS, ATTEMPTS_PER_THREAD)
     assert allowed == 250  # exactly the free limit: not one more
     assert denied == THREADS * ATTEMPTS_PER_THREAD - 250
@@ -61,7 +61,7 @@ def test_sixteen_threads_never_pass_the_limit_and_the_count_matches(celery_worke
 
 
 def test_inbound_retries_from_many_threads_charge_once(celery_worker):
-    owner = make_user("owner")
+    owner = UserFactory(username="ada")
     results: list[services.Charge] = []
     lock = threading.Lock()
 
@@ -90,7 +90,7 @@ def test_a_timed_out_charge_retried_with_its_key_charges_once(celery_worker, set
     from kody.actors import ActorCallTimeout
     from tests.kernel.sample_actors import Probe
 
-    owner, outsider = make_user("owner"), make_user("outsider")
+    owner, outsider = UserFactory(username="ada"), UserFactory(username="ben")
     uid = owner.stable_user_id
     # A slow call ahead of it on the owner's shard: the charge cannot be answered in time.
     Probe.cast(uid, "slow_echo", "ahead", 1.5)

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from apps.accounts import models as m
-from tests.models_identity.helpers import refuses
+from tests.constraints import refuses
 
 pytestmark = pytest.mark.django_db
 
@@ -136,7 +136,7 @@ def test_one_pending_claim_release_per_user_and_email(owner):
 def test_identity_rows_cascade_with_the_user(owner, outsider):
     m.PasswordReset.objects.create(user=owner, token_hash="p", expires_at=SOON)
     m.EmailVerification.objects.create(user=owner, token_hash="v", expires_at=SOON)
-    m.UserEmailClaim.objects.create(user=owner, email=owner.email, status="claimed")
+    assert m.UserEmailClaim.objects.filter(user=owner).exists()  # every cast member holds one
     m.OAuthConnection.objects.create(provider_name="github", provider_id="1", user=owner)
     m.Passkey.objects.create(
         id="cred-1",
@@ -151,7 +151,7 @@ def test_identity_rows_cascade_with_the_user(owner, outsider):
     assert m.PasswordReset.objects.filter(token_hash="q").exists()
     assert not m.PasswordReset.objects.filter(token_hash="p").exists()
     assert not m.EmailVerification.objects.exists()
-    assert not m.UserEmailClaim.objects.exists()
+    assert list(m.UserEmailClaim.objects.values_list("user", flat=True)) == [outsider.pk]
     assert not m.OAuthConnection.objects.exists()
     assert not m.Passkey.objects.exists()
 
@@ -398,7 +398,7 @@ def test_raw_delete_of_a_user_cascades_and_nulls_in_the_database(owner, outsider
         flag_key="f", user=owner, enabled=True, updated_by=outsider
     )
     m.Invite.objects.create(code="c", created_by=owner)
-    m.UserEmailClaim.objects.create(user=owner, email=owner.email, status="claimed")
+    assert m.UserEmailClaim.objects.filter(user=owner).exists()  # every cast member holds one
     for model in (m.PasswordReset, m.EmailVerification):
         model.objects.create(user=owner, token_hash=f"{model.__name__}-h", expires_at=SOON)
     m.PendingEmailChange.objects.create(
@@ -416,8 +416,9 @@ def test_raw_delete_of_a_user_cascades_and_nulls_in_the_database(owner, outsider
         webauthn_user_handle="h",
         device_type="singleDevice",
     )
+    owner_pk = owner.pk
     with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM users WHERE id = %s", [owner.pk])
+        cursor.execute("DELETE FROM users WHERE id = %s", [owner_pk])
     banner.refresh_from_db()
     assert (banner.created_by_id, banner.updated_by_id) == (None, None)
     assert m.FeatureFlag.objects.get(key="f").updated_by_id is None
@@ -433,4 +434,5 @@ def test_raw_delete_of_a_user_cascades_and_nulls_in_the_database(owner, outsider
         m.OAuthConnection,
         m.Passkey,
     ):
-        assert not model.objects.exists(), model.__name__
+        assert not model.objects.filter(user_id=owner_pk).exists(), model.__name__
+    assert m.UserEmailClaim.objects.filter(user=outsider).exists()

@@ -11,7 +11,7 @@ from django.test import Client
 
 from apps.accounts.models import PendingEmailChange, User, UserEmailClaim
 from apps.accounts.services import identity
-from tests.identity.conftest import PASSWORD, audit_actions, link_from_mail, token_of
+from tests.accounts.conftest import PASSWORD, audit_actions, link_from_mail, token_of
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 NEW = "moved-here@example.com"

@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 from apps.accounts.models import AccessToken, User
 from apps.accounts.services.tokens import authenticate_bearer
 from kody.capabilities import all_capabilities
-from tests.agent.conftest import bearer
+from tests.cast import bearer
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 

@@ -1,4 +1,4 @@
-"""The identity test cast: an owner and an outsider, plus helpers for mail links and audit rows."""
+"""Accounts tests: signup-made users, mail links and audit rows (the cast is tests/cast.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 from django.core import mail
-from django.test import Client
 
 from apps.accounts.models import AuditEvent, User
 from apps.accounts.services import audit, identity
+from tests.cast import PASSWORD
 
-PASSWORD = "correct-horse-battery-staple"
 _counter = itertools.count(1)
 
 
@@ -74,30 +73,6 @@ def make_user(django_capture_on_commit_callbacks: Any) -> Callable[..., User]:
         return user
 
     return make
-
-
-@pytest.fixture
-def owner(make_user: Callable[..., User]) -> User:
-    return make_user()
-
-
-@pytest.fixture
-def outsider(make_user: Callable[..., User]) -> User:
-    return make_user()
-
-
-@pytest.fixture
-def owner_client(owner: User) -> Client:
-    client = Client()
-    client.force_login(owner)
-    return client
-
-
-@pytest.fixture
-def outsider_client(outsider: User) -> Client:
-    client = Client()
-    client.force_login(outsider)
-    return client
 
 
 class FailingEmailBackend:

@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from apps.accounts.models import PasswordReset, User
-from tests.identity.conftest import PASSWORD, audit_actions, link_from_mail, token_of
+from tests.accounts.conftest import PASSWORD, audit_actions, link_from_mail, token_of
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 NEW_PASSWORD = "a-brand-new-passphrase"

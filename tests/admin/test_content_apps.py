@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from apps.packages import models as p
 from kody.adminkit import NoAddModelAdmin, ReadOnlyModelAdmin
-from tests.models_content.factories import make
+from tests.packages.factories import make
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from apps.accounts.models import AccessToken, User
 from apps.accounts.services.tokens import create_token, revoke_token
 from kody.capabilities import Context, capability, unregister
 from kody.errors import AccountDeleting, KodyError
-from tests.agent.conftest import bearer
+from tests.cast import bearer
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
@@ -92,7 +92,7 @@ def test_whoami_answers_the_caller(api: APIClient, owner: User, owner_token: Tok
     assert response.status_code == 200
     body = response.json()
     assert body["userId"] == owner.stable_user_id
-    assert body["username"] == "owner" and body["role"] == "user"
+    assert body["username"] == owner.username and body["role"] == "user"
     assert body["token"] == {"name": "owner laptop", "kind": "pat", "prefix": raw[:13]}
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from apps.accounts.models import EmailVerification, User
 from apps.accounts.services import identity
-from tests.identity.conftest import link_from_mail, token_of
+from tests.accounts.conftest import link_from_mail, token_of
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from apps.accounts.models import User
 from apps.accounts.services import identity
-from tests.identity.conftest import PASSWORD, audit_actions
+from tests.accounts.conftest import PASSWORD, audit_actions
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 

@@ -10,7 +10,7 @@ from django.core import mail
 from django.test import Client
 
 from apps.accounts.models import EmailVerification, User, UserEmailClaim
-from tests.identity.conftest import PASSWORD, audit_actions, link_from_mail, token_of, unique
+from tests.accounts.conftest import PASSWORD, audit_actions, link_from_mail, token_of, unique
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
@@ -145,7 +145,7 @@ def test_verification_mail_outcome_is_kept_on_the_account(
     )
     assert User.objects.get(username="mail-sent").verification_email_status == "sent"
 
-    settings.EMAIL_BACKEND = "tests.identity.conftest.FailingEmailBackend"
+    settings.EMAIL_BACKEND = "tests.accounts.conftest.FailingEmailBackend"
     response = _post(
         client,
         django_capture_on_commit_callbacks,

@@ -8,7 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from apps.accounts.models import User, UserEmailClaim
-from tests.identity.conftest import PASSWORD, audit_actions
+from tests.accounts.conftest import PASSWORD, audit_actions
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 

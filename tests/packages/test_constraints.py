@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apps.packages import models as p
-from tests.models_content.factories import ALICE, BOB, make, platform_app
+from tests.packages.factories import ALICE, BOB, make, platform_app
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import pytest
 from django.db import connections
 
 from apps.accounts.models import AuditEvent
-from tests.models_identity.helpers import refuses
+from tests.constraints import refuses
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from apps.accounts.models import AccessToken, PendingEmailChange, User
 from apps.accounts.services import identity
-from tests.identity.conftest import PASSWORD
+from tests.accounts.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 

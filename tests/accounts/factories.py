@@ -1,0 +1,62 @@
+"""factory_boy factories for the accounts app: people (verified by default) and access tokens."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import factory
+from django.utils import timezone
+from factory.django import DjangoModelFactory, Password
+
+from apps.accounts.models import AccessToken, EmailClaimStatus, User, UserEmailClaim
+from apps.accounts.models.users import stable_user_id_for
+from apps.accounts.services.tokens import DISPLAY_CHARS, PAT_PREFIX, SECRET_BYTES, hash_secret
+
+PASSWORD = "correct-horse-battery-staple-9"
+
+
+class UserFactory(DjangoModelFactory):
+    """A person as signup + verification leaves them: verified email, live email claim."""
+
+    class Meta:
+        model = User
+        skip_postgeneration_save = True
+
+    class Params:
+        unverified = factory.Trait(email_verified_at=None)
+        operator = factory.Trait(is_staff=True, is_superuser=True)
+
+    username = factory.Sequence(lambda n: f"person{n}")
+    email = factory.LazyAttribute(lambda user: f"{user.username}@example.com")
+    stable_user_id = factory.LazyAttribute(lambda user: stable_user_id_for(user.email))
+    password = Password(PASSWORD)
+    email_verified_at = factory.LazyFunction(timezone.now)
+
+    @factory.post_generation
+    def email_claim(user: User, create: bool, extracted: Any, **kwargs: Any) -> None:
+        # Signup claims the address before it is verified; every real account holds one.
+        if create:
+            UserEmailClaim.objects.create(
+                user=user, email=user.email, status=EmailClaimStatus.CLAIMED
+            )
+
+
+class AccessTokenFactory(DjangoModelFactory):
+    """A personal access token; the plaintext is on the instance as ``.raw`` (never stored)."""
+
+    class Meta:
+        model = AccessToken
+
+    user = factory.SubFactory(UserFactory)
+    name = factory.Sequence(lambda n: f"token {n}")
+    raw = factory.LazyFunction(lambda: PAT_PREFIX + secrets.token_urlsafe(SECRET_BYTES))
+    token_prefix = factory.LazyAttribute(lambda token: token.raw[: len(PAT_PREFIX) + DISPLAY_CHARS])
+    token_hash = factory.LazyAttribute(lambda token: hash_secret(token.raw))
+
+    @classmethod
+    def _create(cls, model_class: type[AccessToken], *args: Any, **kwargs: Any) -> AccessToken:
+        raw = kwargs.pop("raw")
+        token = super()._create(model_class, *args, **kwargs)
+        token.raw = raw  # type: ignore[attr-defined]
+        return token
