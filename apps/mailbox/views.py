@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import base64
 import hmac
+import json
 import logging
+from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, JsonResponse
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
-from apps.mailbox.services import inbound, mime
-from kody.errors import KodyError
+from apps.mailbox.services import inbound, inboxes, mime, outbound, reads
+from apps.mailbox.services.html import sanitize
+from kody.errors import BadRequest, KodyError
 
 log = logging.getLogger(__name__)
 SECRET_HEADER = "HTTP_X_KODY_INBOUND_SECRET"
+PAGE = 50
+DELIVERY_EVENTS = {"delivered", "deferred", "bounced", "complained", "failed"}
+INLINE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 
 def _error(exc: KodyError) -> JsonResponse:
@@ -58,3 +69,113 @@ def inbound_email(request: HttpRequest) -> JsonResponse:
             return _error(exc)
         return _error(inbound.InboundRetry(details=exc.details))
     return JsonResponse(outcome.as_json())
+
+
+# --- /account/email: read and delete one's own mail ------------------------------------------
+
+
+def _account_user(request: HttpRequest) -> Any:
+    return request.user
+
+
+@login_required
+@require_GET
+def account_email(request: HttpRequest) -> HttpResponse:
+    user = _account_user(request)
+    query = request.GET.get("q", "").strip()[:200]
+    cursor = request.GET.get("cursor") or None
+    try:
+        if query:
+            page = reads.search(user, query, limit=PAGE, cursor=cursor)
+        else:
+            page = reads.list_messages(user, limit=PAGE, cursor=cursor)
+    except KodyError as exc:
+        return render(request, "mailbox/problem.html", {"error": exc}, status=exc.status)
+    context = {
+        "messages_page": page["messages"],
+        "next_cursor": page["nextCursor"],
+        "query": query,
+        "address": inboxes.address_of(user),
+    }
+    return render(request, "mailbox/list.html", context)
+
+
+@login_required
+@require_GET
+def account_email_message(request: HttpRequest, message_id: str) -> HttpResponse:
+    user = _account_user(request)
+    try:
+        message = reads.get_message(user, message_id)
+    except KodyError as exc:
+        return render(request, "mailbox/problem.html", {"error": exc}, status=exc.status)
+    by_cid = {
+        (a["contentId"] or "").strip("<>"): a["id"]
+        for a in message["attachments"]
+        if a["contentId"] and a["storageKind"] != "unavailable"
+    }
+
+    def cid_url(cid: str) -> str | None:
+        att = by_cid.get(cid.strip("<>"))
+        return reverse("mailbox:account_attachment", args=[message_id, att]) if att else None
+
+    html = sanitize(message["htmlBody"], cid_url) if message["htmlBody"] else None
+    return render(request, "mailbox/message.html", {"message": message, "safe_html": html})
+
+
+@login_required
+@require_POST
+def account_email_delete(request: HttpRequest, message_id: str) -> HttpResponse:
+    try:
+        reads.delete(_account_user(request), message_id)
+    except KodyError as exc:
+        return render(request, "mailbox/problem.html", {"error": exc}, status=exc.status)
+    messages.success(request, "Message deleted.")
+    return redirect("mailbox:account_email")
+
+
+@login_required
+@require_GET
+def account_attachment(request: HttpRequest, message_id: str, attachment_id: str) -> HttpResponse:
+    try:
+        found = reads.attachment(_account_user(request), message_id, attachment_id)
+    except KodyError as exc:
+        return render(request, "mailbox/problem.html", {"error": exc}, status=exc.status)
+    inline = found["contentType"] in INLINE_TYPES
+    response = HttpResponse(
+        base64.b64decode(found["contentBase64"]),
+        content_type=found["contentType"] if inline else "application/octet-stream",
+    )
+    filename = (found["filename"] or "attachment").replace('"', "")
+    response["Content-Disposition"] = (
+        f'{"inline" if inline else "attachment"}; filename="{filename}"'
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+@csrf_exempt
+@require_POST
+def delivery_webhook(request: HttpRequest) -> JsonResponse:
+    """A provider's delivery event, JSON ``{provider, providerMessageId, eventType, eventId,
+    detail}``. The owner is found through the provider index only; an unknown id is a 200
+    no-op (logged), so the provider never retries it forever."""
+    if not _authorized(request):
+        return JsonResponse(
+            {"error": {"code": "unauthenticated", "message": "Bad inbound secret.", "details": {}}},
+            status=401,
+        )
+    try:
+        body = json.loads(request.body or b"{}")
+        event_type = str(body["eventType"])
+        provider, provider_id = str(body["provider"]), str(body["providerMessageId"])
+    except (ValueError, KeyError, TypeError):
+        return _error(BadRequest("Expected provider, providerMessageId and eventType."))
+    if event_type not in DELIVERY_EVENTS:
+        return _error(BadRequest(details={"eventType": event_type}))
+    event_id = body.get("eventId")
+    recorded = outbound.record_provider_event(
+        provider, provider_id, event_type, str(event_id) if event_id else None,
+        body.get("detail") if isinstance(body.get("detail"), dict) else None,
+    )  # fmt: skip
+    return JsonResponse({"recorded": recorded})
