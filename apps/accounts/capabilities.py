@@ -183,3 +183,7 @@ def account_export_section(
     from apps.accounts.export import service
 
     return service.section(ctx.user, section, table=table, cursor=cursor, limit=limit)
+
+
+# Operator capabilities of account deletion live beside the deletion job.
+from apps.accounts.deletion import capabilities as _deletion_capabilities  # noqa: E402, F401

@@ -35,3 +35,12 @@ def account_deletion_resume(run: LaneRun) -> None:
             break
         job.run(deletion)
         run.record(1)
+
+
+@lane("unverified_account_purge", cadence=Cadence.HOURLY, budget_seconds=120, batch_size=50)
+def unverified_account_purge(run: LaneRun) -> None:
+    """Delete password signups left unverified for seven days (never-attempted, oldest first)."""
+    from apps.accounts.deletion import unverified
+
+    outcomes = unverified.run_pass(limit=run.batch_size)
+    run.record(sum(1 for outcome in outcomes if outcome.outcome == "purged"))
