@@ -10,6 +10,7 @@ urlpatterns = [
     path("", include("apps.accounts.urls")),
     path("", include("apps.entitlements.urls")),
     path("", include("apps.mailbox.urls")),
+    path("", include("apps.packages.urls")),
     # /mcp is served in front of Django by config.asgi (the MCP SDK's Streamable HTTP app).
     path("api/v1/", include("kody.api.urls")),
 ]

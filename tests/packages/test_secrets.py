@@ -178,7 +178,10 @@ def test_rotate_secret_key_reseals_under_the_new_key(owner, settings):
     assert secrets.resolve_for_use(uid, "KEY", package_id=pkg.id, host="h") == VALUE
 
 
-def test_no_response_or_log_line_ever_carries_a_secret_value(as_owner, owner, caplog):
+def test_no_response_log_line_or_export_ever_carries_a_secret_value(
+    as_owner, owner, caplog, tmp_path, settings
+):
+    settings.KODY_ACTORS_INLINE = True  # the export reads each actor's pages
     caplog.set_level(logging.DEBUG)
     other = VALUE + "-2"
     responses = [
@@ -196,6 +199,12 @@ def test_no_response_or_log_line_ever_carries_a_secret_value(as_owner, owner, ca
     assert [r.status_code for r in responses] == [200, 200, 422, 422, 422, 422, 422, 404, 200, 200]
     for response in responses:
         assert VALUE not in response.content.decode()
+    out = tmp_path / "export"
+    call_command("export_account", owner.email, "--out", str(out), "--no-progress")
+    exported = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())
+    assert '"B"' in exported and "secret_entries" in exported  # the secret's row is exported
+    assert VALUE not in exported
+    assert SecretEntry.objects.get(name="B").encrypted_value not in exported
     assert any("secrets saved" in r.getMessage() for r in caplog.records)  # logs were read
     for record in caplog.records:
         line = record.getMessage() + repr(record.args) + str(record.exc_info)

@@ -127,6 +127,11 @@ def get(user_id: str, memory_id: str) -> McpMemory:
     return memory
 
 
+def recent(user_id: str, *, limit: int) -> list[McpMemory]:
+    rows = McpMemory.objects.filter(user_id=user_id, status=MemoryStatus.ACTIVE)
+    return list(rows.order_by("-updated_at", "id")[:limit])
+
+
 def delete(user_id: str, memory_id: str) -> McpMemory:
     with transaction.atomic():
         memory = _owned(user_id, memory_id, lock=True)

@@ -1,0 +1,82 @@
+"""Account pages for memories and secrets. Every view reads and writes the signed-in user's
+rows only, through the services; a secret's value is never rendered."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.packages.models import SavedPackage
+from apps.packages.services import memories, secrets
+from kody.errors import KodyError
+
+MEMORY_PAGE = 200
+
+
+def _uid(request: HttpRequest) -> str:
+    return request.user.stable_user_id  # type: ignore[union-attr]
+
+
+def _problem(request: HttpRequest, exc: KodyError, title: str) -> HttpResponse:
+    context = {"title": title, "error": exc}
+    return render(request, "accounts/problem.html", context, status=exc.status)
+
+
+@login_required
+@require_GET
+def memory_list(request: HttpRequest) -> HttpResponse:
+    query = request.GET.get("q", "").strip()[:200]
+    if query:
+        rows = [h.memory for h in memories.search(_uid(request), query, limit=50)]
+    else:
+        rows = memories.recent(_uid(request), limit=MEMORY_PAGE)
+    return render(request, "packages/memories.html", {"memories": rows, "query": query})
+
+
+@login_required
+@require_POST
+def memory_delete(request: HttpRequest, memory_id: str) -> HttpResponse:
+    try:
+        memories.delete(_uid(request), memory_id)
+    except KodyError as exc:
+        return _problem(request, exc, "Memory not deleted")
+    return redirect("packages:memories")
+
+
+@login_required
+@require_GET
+def secret_list(request: HttpRequest) -> HttpResponse:
+    uid = _uid(request)
+    packages = SavedPackage.objects.filter(user_id=uid).order_by("name")
+    context = {"secrets": secrets.list_secrets(uid), "packages": packages}
+    return render(request, "packages/secrets.html", context)
+
+
+@login_required
+@require_POST
+def secret_delete(request: HttpRequest) -> HttpResponse:
+    try:
+        secrets.delete_secret(
+            _uid(request),
+            name=request.POST.get("name", ""),
+            scope=request.POST.get("scope", "user"),
+            binding_key=request.POST.get("bindingKey") or None,
+        )
+    except KodyError as exc:
+        return _problem(request, exc, "Secret not deleted")
+    return redirect("packages:secrets")
+
+
+@login_required
+@require_POST
+def secret_grants(request: HttpRequest) -> HttpResponse:
+    """The owner's package grant for a user secret: only here, never through an agent."""
+    try:
+        secrets.set_allowed_packages(
+            _uid(request), request.POST.get("name", ""), request.POST.getlist("packages")
+        )
+    except KodyError as exc:
+        return _problem(request, exc, "Grant not saved")
+    return redirect("packages:secrets")
