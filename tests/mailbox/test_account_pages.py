@@ -84,8 +84,8 @@ def test_signed_out_visitors_are_sent_to_sign_in():
     assert response.status_code == 302 and "/login" in response["Location"]
 
 
-def test_delivery_webhook_updates_status_through_the_index_only(owner, owner_token):
-    sent = cap(owner_token, "emailSend", {"to": ["b@example.org"], "subject": "s", "text": "t"})
+def test_delivery_webhook_updates_status_through_the_index_only(owner, owner_key):
+    sent = cap(owner_key, "emailSend", {"to": ["b@example.org"], "subject": "s", "text": "t"})
     provider_id = sent.json()["providerMessageId"]
     client = Client(HTTP_X_KODY_INBOUND_SECRET="inbound-secret-for-tests")
     body = {"provider": "django", "providerMessageId": provider_id, "eventType": "bounced",

@@ -20,79 +20,79 @@ def receive(owner, n: int, subject: str | None = None, **kw) -> str:
     return deliver_cli(raw, address(owner), f"c-{n}")["messageId"]
 
 
-def test_list_pages_newest_first_with_an_opaque_cursor(owner, owner_token):
+def test_list_pages_newest_first_with_an_opaque_cursor(owner, owner_key):
     ids = [receive(owner, n) for n in range(3)]
-    first = cap(owner_token, "emailMessageList", {"limit": 2}).json()
+    first = cap(owner_key, "emailMessageList", {"limit": 2}).json()
     assert [m["id"] for m in first["messages"]] == [ids[2], ids[1]]
     assert {"id", "subject", "from", "receivedAt"} <= set(first["messages"][0])
-    second = cap(owner_token, "emailMessageList", {"limit": 2, "cursor": first["nextCursor"]})
+    second = cap(owner_key, "emailMessageList", {"limit": 2, "cursor": first["nextCursor"]})
     assert [m["id"] for m in second.json()["messages"]] == [ids[0]]
     assert second.json()["nextCursor"] is None
-    bad = cap(owner_token, "emailMessageList", {"cursor": "not-a-cursor"})
+    bad = cap(owner_key, "emailMessageList", {"cursor": "not-a-cursor"})
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_cursor"
 
 
-def test_get_search_classify_and_events(owner, owner_token):
+def test_get_search_classify_and_events(owner, owner_key):
     wanted = receive(owner, 1, "Budget review", body="numbers inside\n")
     receive(owner, 2, "Lunch")
-    got = cap(owner_token, "emailMessageGet", {"messageId": wanted}).json()["message"]
+    got = cap(owner_key, "emailMessageGet", {"messageId": wanted}).json()["message"]
     assert got["textBody"] == "numbers inside\n" and got["attachments"] == []
-    found = cap(owner_token, "emailMessageSearch", {"query": "budget"}).json()["messages"]
+    found = cap(owner_key, "emailMessageSearch", {"query": "budget"}).json()["messages"]
     assert [m["id"] for m in found] == [wanted]
     classified = cap(
-        owner_token,
+        owner_key,
         "emailMessageClassify",
         {"messageId": wanted, "classification": "quarantined", "reason": "looks odd"},
     ).json()["message"]
     assert classified["classification"] == "quarantined"
-    events = cap(owner_token, "emailDeliveryEventList", {"messageId": wanted}).json()["events"]
+    events = cap(owner_key, "emailDeliveryEventList", {"messageId": wanted}).json()["events"]
     assert [(e["eventType"], e["state"]) for e in events] == [("received", "received")]
-    missing = cap(owner_token, "emailMessageGet", {"messageId": "nope"})
+    missing = cap(owner_key, "emailMessageGet", {"messageId": "nope"})
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "message_not_found"
 
 
-def test_delete_removes_the_message_and_its_blob(owner, owner_token):
+def test_delete_removes_the_message_and_its_blob(owner, owner_key):
     gone = receive(owner, 1)
-    response = cap(owner_token, "emailMessageDelete", {"messageId": gone})
+    response = cap(owner_key, "emailMessageDelete", {"messageId": gone})
     assert response.json() == {"deleted": True, "messageId": gone}
-    assert cap(owner_token, "emailMessageList").json()["messages"] == []
+    assert cap(owner_key, "emailMessageList").json()["messages"] == []
     assert raw_blobs(owner) == []
-    again = cap(owner_token, "emailMessageDelete", {"messageId": gone})
+    again = cap(owner_key, "emailMessageDelete", {"messageId": gone})
     assert again.status_code == 404
 
 
-def test_sender_rules_round_trip_and_apply(owner, owner_token):
+def test_sender_rules_round_trip_and_apply(owner, owner_key):
     made = cap(
-        owner_token,
+        owner_key,
         "emailSenderRuleSet",
         {"kind": "domain", "value": "Spam.Test", "effect": "block"},
     ).json()["rule"]
     assert (made["kind"], made["value"], made["effect"]) == ("domain", "spam.test", "block")
-    listed = cap(owner_token, "emailSenderRuleList").json()["rules"]
+    listed = cap(owner_key, "emailSenderRuleList").json()["rules"]
     assert [r["id"] for r in listed] == [made["id"]]
     blocked = deliver_cli(simple_mail(sender="x@spam.test"), address(owner), "r-1")
     assert blocked["reason"] == "sender_blocked"
-    cap(owner_token, "emailSenderRuleDelete", {"ruleId": made["id"]})
-    assert cap(owner_token, "emailSenderRuleList").json()["rules"] == []
-    bad = cap(owner_token, "emailSenderRuleSet", {"kind": "address", "value": "nope",
+    cap(owner_key, "emailSenderRuleDelete", {"ruleId": made["id"]})
+    assert cap(owner_key, "emailSenderRuleList").json()["rules"] == []
+    bad = cap(owner_key, "emailSenderRuleSet", {"kind": "address", "value": "nope",
                                                   "effect": "block"})  # fmt: skip
     assert bad.status_code == 422
 
 
-def test_inboxes_and_usage(owner, owner_token):
+def test_inboxes_and_usage(owner, owner_key):
     receive(owner, 1)
-    inboxes = cap(owner_token, "emailInboxList").json()["inboxes"]
-    assert [i["addresses"] for i in inboxes] == [[f"owner@{DOMAIN}"]]
-    usage = cap(owner_token, "emailUsageGet").json()
+    inboxes = cap(owner_key, "emailInboxList").json()["inboxes"]
+    assert [i["addresses"] for i in inboxes] == [[address(owner)]]
+    usage = cap(owner_key, "emailUsageGet").json()
     assert usage["receivesPerDay"] == {"used": 1, "limit": 50}
     assert usage["storedMessages"] == {"used": 1, "limit": 500}
     assert usage["messageBytesLimit"] == 256 * 1024
-    assert usage["address"] == f"owner@{DOMAIN}"
+    assert usage["address"] == address(owner)
 
 
-def test_send_writes_the_mailbox_submits_and_indexes(owner, owner_token):
+def test_send_writes_the_mailbox_submits_and_indexes(owner, owner_key):
     response = cap(
-        owner_token,
+        owner_key,
         "emailSend",
         {"to": ["Bob <bob@example.org>"], "subject": "Hi Bob", "text": "hello", "html": "<p>x</p>"},
     )
@@ -102,26 +102,26 @@ def test_send_writes_the_mailbox_submits_and_indexes(owner, owner_token):
     [email] = mail.outbox
     assert email.to == ["Bob <bob@example.org>"] and email.from_email.endswith(f"@{DOMAIN}>")
     assert email.extra_headers["Message-ID"] == sent["providerMessageId"]
-    got = cap(owner_token, "emailMessageGet", {"messageId": sent["messageId"]}).json()["message"]
+    got = cap(owner_key, "emailMessageGet", {"messageId": sent["messageId"]}).json()["message"]
     assert (got["direction"], got["processingStatus"]) == ("outbound", "sent")
     row = EmailOutboundProviderIndex.objects.get(message_id=sent["messageId"])
     assert row.user_id == owner.stable_user_id
     assert Mailbox.call(owner.stable_user_id, "count")["pendingIndexRepairs"] == 0
-    events = cap(owner_token, "emailDeliveryEventList", {"messageId": sent["messageId"]})
+    events = cap(owner_key, "emailDeliveryEventList", {"messageId": sent["messageId"]})
     assert [e["eventType"] for e in events.json()["events"]] == ["sent", "send_requested"]
 
     assert outbound.record_provider_event("django", sent["providerMessageId"], "delivered", "e1")
-    got = cap(owner_token, "emailMessageGet", {"messageId": sent["messageId"]}).json()["message"]
+    got = cap(owner_key, "emailMessageGet", {"messageId": sent["messageId"]}).json()["message"]
     assert got["deliveryStatus"] == "delivered" and got["processingStatus"] == "sent"
     assert not outbound.record_provider_event("django", "<unknown@x>", "delivered", "e2")
 
 
-def test_a_failed_index_write_leaves_a_repair_and_never_resends(owner, owner_token, monkeypatch):
+def test_a_failed_index_write_leaves_a_repair_and_never_resends(owner, owner_key, monkeypatch):
     def down(*args, **kwargs):
         raise RuntimeError("index down")
 
     monkeypatch.setattr(outbound, "write_provider_index", down)
-    sent = cap(owner_token, "emailSend", {"to": ["b@example.org"], "subject": "s", "text": "t"})
+    sent = cap(owner_key, "emailSend", {"to": ["b@example.org"], "subject": "s", "text": "t"})
     assert sent.json()["status"] == "sent" and len(mail.outbox) == 1
     assert Mailbox.call(owner.stable_user_id, "count")["pendingIndexRepairs"] == 1
     monkeypatch.undo()
@@ -140,9 +140,9 @@ def test_a_failed_index_write_leaves_a_repair_and_never_resends(owner, owner_tok
     assert len(mail.outbox) == 1
 
 
-def test_only_verified_senders_send(owner, owner_token):
+def test_only_verified_senders_send(owner, owner_key):
     denied = cap(
-        owner_token,
+        owner_key,
         "emailSend",
         {"to": ["b@example.org"], "subject": "s", "text": "t", "from": "ceo@bank.test"},
     )
@@ -150,29 +150,29 @@ def test_only_verified_senders_send(owner, owner_token):
     assert mail.outbox == []
 
 
-def test_the_send_limit_is_enforced(owner, owner_token):
+def test_the_send_limit_is_enforced(owner, owner_key):
     for _ in range(10):
-        cap(owner_token, "emailSend", {"to": ["b@example.org"], "subject": "s", "text": "t"})
-    over = cap(owner_token, "emailSend", {"to": ["b@example.org"], "subject": "s", "text": "t"})
+        cap(owner_key, "emailSend", {"to": ["b@example.org"], "subject": "s", "text": "t"})
+    over = cap(owner_key, "emailSend", {"to": ["b@example.org"], "subject": "s", "text": "t"})
     assert over.status_code == 429 and len(mail.outbox) == 10
 
 
-def test_reply_threads_with_the_original(owner, owner_token):
+def test_reply_threads_with_the_original(owner, owner_key):
     original = receive(owner, 1, "Question", sender="Ann <ann@example.org>")
-    reply = cap(owner_token, "emailReply", {"messageId": original, "text": "Answer"}).json()
+    reply = cap(owner_key, "emailReply", {"messageId": original, "text": "Answer"}).json()
     [email] = mail.outbox
     assert email.to == ["Ann <ann@example.org>"] and email.subject == "Re: Question"
     assert email.extra_headers["In-Reply-To"] == "<n1@example.org>"
     threads = {
-        m["id"]: m["threadId"] for m in cap(owner_token, "emailMessageList").json()["messages"]
+        m["id"]: m["threadId"] for m in cap(owner_key, "emailMessageList").json()["messages"]
     }
     assert threads[reply["messageId"]] == threads[original]
 
 
-def test_operator_maintenance_is_content_free_and_audited(owner, operator_token):
+def test_operator_maintenance_is_content_free_and_audited(owner, operator_key):
     receive(owner, 1, "Very private subject")
     status = cap(
-        operator_token,
+        operator_key,
         "adminMailboxMaintenance",
         {"action": "status", "userId": owner.stable_user_id},
     )
@@ -181,7 +181,7 @@ def test_operator_maintenance_is_content_free_and_audited(owner, operator_token)
     assert status.json()["userGraphAuthority"]["present"] is True
     assert "Very private subject" not in status.content.decode()
     retention = cap(
-        operator_token,
+        operator_key,
         "adminMailboxMaintenance",
         {"action": "retention", "userId": owner.stable_user_id},
     ).json()
@@ -189,9 +189,9 @@ def test_operator_maintenance_is_content_free_and_audited(owner, operator_token)
     assert AuditEvent.objects.using("audit").filter(action="adminMailboxMaintenance").exists()
 
 
-def test_account_usage_counts_stored_messages_from_the_mailbox(owner, owner_token):
+def test_account_usage_counts_stored_messages_from_the_mailbox(owner, owner_key):
     receive(owner, 1)
     receive(owner, 2)
-    usage = cap(owner_token, "accountUsage").json()
+    usage = cap(owner_key, "accountUsage").json()
     used = {row["resource"]: row["used"] for row in usage["resources"]}
     assert used["stored_email_messages"] == 2

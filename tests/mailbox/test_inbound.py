@@ -66,10 +66,10 @@ def test_a_plus_tag_is_an_alias_even_when_it_spells_a_system_local(owner):
 
 
 def test_the_address_is_case_insensitive_and_unknown_people_are_rejected(owner):
-    assert deliver_cli(simple_mail(), f"OWNER@{DOMAIN.upper()}", "d-case")["status"] == "received"
+    assert deliver_cli(simple_mail(), address(owner).upper(), "d-case")["status"] == "received"
     rejected = deliver_cli(simple_mail(), f"nobody@{DOMAIN}", "d-nobody")
     assert rejected == {"status": "rejected", "messageId": None, "reason": "unknown_recipient"}
-    other_domain = deliver_cli(simple_mail(), "owner@elsewhere.test", "d-elsewhere")
+    other_domain = deliver_cli(simple_mail(), f"{owner.username}@elsewhere.test", "d-elsewhere")
     assert other_domain["status"] == "rejected"
 
 

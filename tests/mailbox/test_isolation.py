@@ -59,7 +59,7 @@ def test_every_mailbox_capability_has_an_isolation_test():
     assert declared == COVERED
 
 
-def test_outsider_cannot_read_or_download_the_owners_message(owners_mail, outsider_token):
+def test_outsider_cannot_read_or_download_the_owners_message(owners_mail, outsider_key):
     for name, payload in [
         ("emailMessageGet", {"messageId": owners_mail["id"]}),
         (
@@ -68,31 +68,33 @@ def test_outsider_cannot_read_or_download_the_owners_message(owners_mail, outsid
         ),  # fmt: skip
         ("emailDeliveryEventList", {"messageId": owners_mail["id"]}),
     ]:
-        response = cap(outsider_token, name, payload)
+        response = cap(outsider_key, name, payload)
         assert response.status_code == 404, name
         assert response.json()["error"]["code"] == "message_not_found"
         assert SECRET not in response.content.decode()
 
 
-def test_outsider_lists_and_searches_only_their_own_empty_mailbox(owners_mail, outsider_token):
-    assert cap(outsider_token, "emailMessageList").json()["messages"] == []
-    found = cap(outsider_token, "emailMessageSearch", {"query": "Merger"}).json()
+def test_outsider_lists_and_searches_only_their_own_empty_mailbox(
+    owners_mail, outsider, outsider_key
+):
+    assert cap(outsider_key, "emailMessageList").json()["messages"] == []
+    found = cap(outsider_key, "emailMessageSearch", {"query": "Merger"}).json()
     assert found["messages"] == []
-    assert cap(outsider_token, "emailDeliveryEventList").json()["events"] == []
-    inboxes = cap(outsider_token, "emailInboxList").json()["inboxes"]
-    assert [i["addresses"] for i in inboxes] == [["outsider@mail.test"]]
-    usage = cap(outsider_token, "emailUsageGet").json()
+    assert cap(outsider_key, "emailDeliveryEventList").json()["events"] == []
+    inboxes = cap(outsider_key, "emailInboxList").json()["inboxes"]
+    assert [i["addresses"] for i in inboxes] == [[address(outsider)]]
+    usage = cap(outsider_key, "emailUsageGet").json()
     assert usage["receivesPerDay"]["used"] == 0 and usage["storedMessages"]["used"] == 0
 
 
-def test_outsider_cannot_classify_delete_or_reply(owner, owners_mail, outsider_token):
+def test_outsider_cannot_classify_delete_or_reply(owner, owners_mail, outsider_key):
     classify = cap(
-        outsider_token,
+        outsider_key,
         "emailMessageClassify",
         {"messageId": owners_mail["id"], "classification": "quarantined"},
     )
-    delete = cap(outsider_token, "emailMessageDelete", {"messageId": owners_mail["id"]})
-    reply = cap(outsider_token, "emailReply", {"messageId": owners_mail["id"], "text": "hi"})
+    delete = cap(outsider_key, "emailMessageDelete", {"messageId": owners_mail["id"]})
+    reply = cap(outsider_key, "emailReply", {"messageId": owners_mail["id"], "text": "hi"})
     assert classify.status_code == delete.status_code == reply.status_code == 404
     got = Mailbox.call(owner.stable_user_id, "get_message", message_id=owners_mail["id"])
     assert got["classification"] == "accepted"
@@ -100,38 +102,38 @@ def test_outsider_cannot_classify_delete_or_reply(owner, owners_mail, outsider_t
     assert mail.outbox == []
 
 
-def test_outsider_cannot_send_as_the_owner(owner, outsider_token):
+def test_outsider_cannot_send_as_the_owner(owner, outsider_key):
     response = cap(
-        outsider_token,
+        outsider_key,
         "emailSend",
         {"to": ["x@example.org"], "subject": "s", "text": "t", "from": address(owner)},
     )
     assert response.status_code == 403 and mail.outbox == []
 
 
-def test_sender_rules_are_per_person(owner, outsider_token):
+def test_sender_rules_are_per_person(owner, outsider_key):
     rule = EmailSenderRule.objects.create(
         user_id=owner.stable_user_id, kind="domain", value="x.test", effect="block"
     )
-    assert cap(outsider_token, "emailSenderRuleList").json()["rules"] == []
-    response = cap(outsider_token, "emailSenderRuleDelete", {"ruleId": rule.id})
+    assert cap(outsider_key, "emailSenderRuleList").json()["rules"] == []
+    response = cap(outsider_key, "emailSenderRuleDelete", {"ruleId": rule.id})
     assert response.status_code == 404
-    cap(outsider_token, "emailSenderRuleSet", {"kind": "domain", "value": "x.test",
+    cap(outsider_key, "emailSenderRuleSet", {"kind": "domain", "value": "x.test",
                                                "effect": "allow"})  # fmt: skip
     rule.refresh_from_db()
     assert rule.effect == "block"
 
 
 @pytest.mark.parametrize("name", sorted(COVERED - {"adminMailboxMaintenance"}))
-def test_no_capability_takes_a_user_id(name, owner, outsider_token):
-    response = cap(outsider_token, name, {"userId": owner.stable_user_id})
+def test_no_capability_takes_a_user_id(name, owner, outsider_key):
+    response = cap(outsider_key, name, {"userId": owner.stable_user_id})
     assert response.status_code == 422
 
 
-def test_only_operators_run_maintenance(owner, owners_mail, outsider_token):
+def test_only_operators_run_maintenance(owner, owners_mail, outsider_key):
     for action in ("status", "retention", "delete"):
         response = cap(
-            outsider_token,
+            outsider_key,
             "adminMailboxMaintenance",
             {"action": action, "userId": owner.stable_user_id, "messageId": owners_mail["id"]},
         )

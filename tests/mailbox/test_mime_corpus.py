@@ -158,13 +158,13 @@ def expected(raw: bytes) -> dict:
 
 
 @pytest.mark.parametrize("shape", sorted(CORPUS))
-def test_corpus_round_trips(shape, owner, owner_token):
+def test_corpus_round_trips(shape, owner, owner_key):
     raw = CORPUS[shape]()
     want = expected(raw)
     result = deliver_cli(raw, address(owner), f"corpus-{shape}")
     assert result["status"] == "received"
 
-    response = cap(owner_token, "emailMessageGet", {"messageId": result["messageId"]})
+    response = cap(owner_key, "emailMessageGet", {"messageId": result["messageId"]})
     assert response.status_code == 200, response.content
     got = response.json()["message"]
     assert got["subject"] == want["subject"]
@@ -176,7 +176,7 @@ def test_corpus_round_trips(shape, owner, owner_token):
     ]
     for att, (_name, _ctype, data) in zip(got["attachments"], want["attachments"], strict=True):
         fetched = cap(
-            owner_token,
+            owner_key,
             "emailAttachmentGet",
             {"messageId": got["id"], "attachmentId": att["id"]},
         )

@@ -1,1 +1,1 @@
-from tests.mailbox.conftest import mail_settings, owner  # noqa: F401  (the same cast and storage)
+from tests.mailbox.conftest import mail_settings  # noqa: F401  (the same blob storage)
