@@ -224,6 +224,15 @@ class AccountWriteLeaseRepairAdmin(ReadOnlyModelAdmin):
     search_fields = ("target_user_id",)
 
 
+@admin.register(m.AccountDeletion)
+class AccountDeletionAdmin(ReadOnlyModelAdmin):
+    """Deletion jobs: which step, how many attempts, counts per step, the last error."""
+
+    list_display = ("id", "status", "step", "attempts", "requested_by", "created_at")
+    list_filter = ("status", "step", "requested_by")
+    search_fields = ("subject_user_id",)
+
+
 @admin.register(m.McpAgentSession)
 class McpAgentSessionAdmin(ReadOnlyModelAdmin):
     list_display = ("do_id", "user_id", "created_at")
