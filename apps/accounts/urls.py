@@ -1,6 +1,7 @@
 from django.urls import path
 
 from apps.accounts import views
+from apps.accounts.deletion import views as deletion_views
 from apps.accounts.export import views as export_views
 
 app_name = "accounts"
@@ -20,6 +21,7 @@ urlpatterns = [
     path("account/connections/<int:token_id>/revoke", views.token_revoke, name="token_revoke"),
     path("account/usage", views.usage, name="usage"),
     path("account/export.json", export_views.export_manifest, name="export_manifest"),
+    path("account/delete", deletion_views.delete_account, name="delete_account"),
     path("account/settings", views.settings_page, name="settings"),
     path("account/settings/email", views.settings_email, name="settings_email"),
     path("account/settings/experiments", views.settings_experiments, name="settings_experiments"),

@@ -7,6 +7,7 @@ import secrets
 from datetime import timedelta
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.db import connection
@@ -39,9 +40,7 @@ def _inline_actors(settings) -> None:  # type: ignore[no-untyped-def]
 @pytest.fixture(autouse=True)
 def fs_buckets(tmp_path):  # type: ignore[no-untyped-def]
     conf = bucket_storages(use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path)
-    with override_settings(
-        STORAGES={"default": {"BACKEND": "django.core.files.storage.FileSystemStorage"}, **conf}
-    ):
+    with override_settings(STORAGES={**django_settings.STORAGES, **conf}):
         yield tmp_path
 
 
@@ -283,3 +282,43 @@ def test_the_resume_lane_finishes_a_retained_deletion_once_it_is_due(owner, monk
     run_lane("account_deletion_resume")
     assert not User.objects.filter(pk=owner.pk).exists()
     assert AccountDeletion.objects.get().status == DeletionStatus.COMPLETE
+
+
+def test_a_person_deletes_their_own_account_after_re_entering_the_password(client, owner, outsider):
+    client.force_login(owner)
+    assert "Delete your account" in client.get("/account/delete").content.decode()
+    wrong = client.post("/account/delete", {"password": "nope", "confirm": "on"})
+    assert wrong.status_code == 400 and User.objects.filter(pk=owner.pk).exists()
+    unconfirmed = client.post("/account/delete", {"password": "pw-1234567"})
+    assert unconfirmed.status_code == 400 and User.objects.filter(pk=owner.pk).exists()
+    done = client.post("/account/delete", {"password": "pw-1234567", "confirm": "on"})
+    assert done.status_code == 200 and "Your account is deleted" in done.content.decode()
+    assert not User.objects.filter(pk=owner.pk).exists()
+    assert ValueEntry.objects.filter(bucket__user_id=outsider.stable_user_id).count() == 3
+    assert client.get("/account").status_code == 302  # signed out
+
+
+def test_the_delete_page_shows_the_refund(client, owner, settings, frozen_clock):
+    from tests.entitlements.stripe_fake import StripeFake
+
+    fake = StripeFake()
+    settings.STRIPE_API_BASE = fake.start()
+    settings.STRIPE_SECRET_KEY = "sk_test_fake"
+    try:
+        customer = fake.add_customer()["id"]
+        User.objects.filter(pk=owner.pk).update(stripe_customer_id=customer)
+        subscription = fake.add_subscription(customer, "kody_pro_month")
+        now = int(timezone.now().timestamp())
+        day = 86_400
+        # 3000 over thirty days, ten days left → ⌊3000 × 10/30⌋ = 1000 = 10.00 USD
+        fake.add_invoice(
+            subscription,
+            [{"amount": 3000, "period": {"start": now - 20 * day, "end": now + 10 * day}}],
+        )
+        client.force_login(owner)
+        done = client.post("/account/delete", {"password": "pw-1234567", "confirm": "on"})
+        page = done.content.decode()
+        assert done.status_code == 200 and "10.00 USD" in page, page
+        assert fake.subscriptions[subscription["id"]]["status"] == "canceled"
+    finally:
+        fake.stop()

@@ -6,6 +6,7 @@ import secrets
 from datetime import timedelta
 
 import pytest
+from django.conf import settings as django_settings
 from django.test import override_settings
 from django.utils import timezone
 
@@ -23,9 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audi
 def _inline(settings, tmp_path):  # type: ignore[no-untyped-def]
     settings.KODY_ACTORS_INLINE = True
     conf = bucket_storages(use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path)
-    with override_settings(
-        STORAGES={"default": {"BACKEND": "django.core.files.storage.FileSystemStorage"}, **conf}
-    ):
+    with override_settings(STORAGES={**django_settings.STORAGES, **conf}):
         yield
 
 

@@ -9,6 +9,7 @@ import os
 import secrets
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import override_settings
@@ -35,9 +36,7 @@ def _inline_actors(settings) -> None:  # type: ignore[no-untyped-def]
 @pytest.fixture(autouse=True)
 def fs_buckets(tmp_path):  # type: ignore[no-untyped-def]
     conf = bucket_storages(use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path)
-    with override_settings(
-        STORAGES={"default": {"BACKEND": "django.core.files.storage.FileSystemStorage"}, **conf}
-    ):
+    with override_settings(STORAGES={**django_settings.STORAGES, **conf}):
         yield tmp_path
 
 
