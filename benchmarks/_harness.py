@@ -60,7 +60,7 @@ def clear_actor_keys() -> None:
     from kody.actors import transport
 
     client = transport.client()
-    for key in client.scan_iter(match="actors.*"):
+    for key in client.scan_iter(match=transport.shard_keys_pattern()):
         client.delete(key)
 
 
@@ -103,7 +103,7 @@ def shard_worker(extra_env: dict[str, str] | None = None) -> Iterator[subprocess
     try:
         client = transport.client()
         deadline = time.monotonic() + 60
-        leases = [f"{name}.lease" for name in transport.all_queue_names()]
+        leases = [transport.lease_key(n) for n in range(len(transport.all_queue_names()))]
         while not all(client.exists(key) for key in leases):
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError("shard worker did not start")

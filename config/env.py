@@ -47,6 +47,16 @@ def envint(name: str, default: int) -> int:
         raise ImproperEnv(f"{name} must be an integer, got {raw!r}") from None
 
 
+def envfloat(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperEnv(f"{name} must be a number, got {raw!r}") from None
+
+
 def envlist(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

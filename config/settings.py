@@ -13,7 +13,7 @@ import dj_database_url
 from celery.schedules import crontab
 
 from config.buckets import bucket_storages
-from config.env import envbool, envchoice, envint, envlist, envstr
+from config.env import envbool, envchoice, envfloat, envint, envlist, envstr
 from kody import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -165,8 +165,12 @@ KODY_ACTORS_INLINE = envbool("KODY_ACTORS_INLINE", False)
 KODY_ACTOR_CALL_TIMEOUT = envint("KODY_ACTOR_CALL_TIMEOUT", 30)
 # A shard worker drains up to this many calls at once and commits each user's share together.
 KODY_ACTOR_BATCH_SIZE = envint("KODY_ACTOR_BATCH_SIZE", 256)
-# A killed shard worker's queues are taken over by another worker after this long.
-KODY_ACTOR_LEASE_SECONDS = envint("KODY_ACTOR_LEASE_SECONDS", 15)
+# A killed (or paused) shard worker's queues are taken over by another worker after this
+# long; a heartbeat renews the lease every third of it while the worker runs.
+KODY_ACTOR_LEASE_SECONDS = envfloat("KODY_ACTOR_LEASE_SECONDS", 15)
+# The shard transport's Redis; ``redis+cluster://host:port`` selects Redis Cluster. Unset:
+# the Celery broker's Redis.
+KODY_ACTOR_REDIS_URL = envstr("KODY_ACTOR_REDIS_URL")
 # How many shard-worker processes `manage.py up` spreads the shards over.
 KODY_ACTOR_WORKER_PROCESSES = envint("KODY_ACTOR_WORKER_PROCESSES", 1)
 KODY_LANE_RETRY_BASE_SECONDS = envint("KODY_LANE_RETRY_BASE_SECONDS", 2)

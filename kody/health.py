@@ -126,10 +126,10 @@ def _kombu_lists(queue: str) -> list[str]:
 def queues() -> Section:
     shard_names = transport.all_queue_names()
     pipe = broker_client().pipeline(transaction=False)
-    for name in shard_names:
-        pipe.llen(name)
-        pipe.llen(transport.inflight_key(name))
-        pipe.exists(transport.lease_key(name))
+    for shard in range(len(shard_names)):
+        pipe.llen(transport.queue_key(shard))
+        pipe.llen(transport.inflight_key(shard))
+        pipe.exists(transport.lease_key(shard))
     for name in CELERY_QUEUES:
         for key in _kombu_lists(name):
             pipe.llen(key)

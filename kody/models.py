@@ -1,8 +1,9 @@
 """The kernel's public tables (Django finds app models here)."""
 
+from kody.actors.fence import ShardEpoch
 from kody.kv.models import KvEntry
 from kody.lanes.models import LaneCursor, LaneRunRecord
 from kody.userschema.models import UserSchema
 from kody.vectors.models import VectorEntry
 
-__all__ = ["KvEntry", "LaneCursor", "LaneRunRecord", "UserSchema", "VectorEntry"]
+__all__ = ["KvEntry", "LaneCursor", "LaneRunRecord", "ShardEpoch", "UserSchema", "VectorEntry"]

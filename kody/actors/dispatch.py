@@ -79,8 +79,8 @@ def call(
     wait = float(timeout if timeout is not None else settings.KODY_ACTOR_CALL_TIMEOUT)
     if wait <= 0:
         raise ValueError("timeout must be positive")
-    queue = transport.queue_name(transport.shard_for(user_id))
-    reply = transport.push_and_wait(queue, message.encode(), message.id, wait)
+    shard = transport.shard_for(user_id)
+    reply = transport.push_and_wait(shard, message.encode(), message.id, wait)
     if reply is None:
         # ``call_id`` is the key to retry with (the caller's own, or the one generated here).
         raise ActorCallTimeout(actor.name, method, key or message.id, wait)
@@ -105,5 +105,5 @@ def cast(
         if not outcome.ok:
             log.warning("inline cast %s.%s failed: %s", actor.name, method, outcome.text[:500])
         return key or message.id
-    transport.push(transport.queue_name(transport.shard_for(user_id)), message.encode())
+    transport.push(transport.shard_for(user_id), message.encode())
     return key or message.id

@@ -17,6 +17,10 @@ Each user maps to one shard and a shard has one consumer, so a batch takes owner
 no other batch wants; inline calls hold at most one user's lock, so there is no lock cycle.
 A batch with one user, and every call made inside a caller's transaction (inline), runs as
 one transaction per user as before.
+
+Every transaction that commits calls ends with ``fence.check`` (``kody.actors.fence``): a
+shard consumer that lost its shard raises ``FenceLost`` there, before COMMIT, and ``execute``
+lets it through without answering anyone.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.db.utils import ProgrammingError
 
+from kody.actors import fence
 from kody.actors.base import CallContext, actor_named, method_of
 from kody.actors.errors import OwnerMismatch
 from kody.actors.wire import Call, Outcome
@@ -98,8 +103,9 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
         with transaction.atomic(using=using):
             for index in batched:
                 results[index] = _in_transaction(groups[index], using, savepoints=False)
+            fence.check(using)
     except Exception as exc:
-        if isinstance(exc, DatabaseError) and not _usable(using):
+        if _fatal(exc, using):
             raise
         results = [None] * len(groups)
         try:
@@ -109,8 +115,9 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
                         results[index] = _guarded(groups[index], using)
                     except _RunAlone:
                         pass  # rolled back to its savepoint; runs alone after the commit
+                fence.check(using)
         except Exception as exc:  # the batch's COMMIT itself failed: every user on its own
-            if isinstance(exc, DatabaseError) and not _usable(using):
+            if _fatal(exc, using):
                 raise
             log.exception("batch transaction failed; running its users one by one")
             results = [None] * len(groups)
@@ -156,10 +163,17 @@ def _run_group(group: _Group, using: str) -> list[Outcome]:
         log.warning("refused %d call(s): %s", len(group.calls), exc)
         return [Outcome.failure(exc, recordable=False)] * len(group.calls)
     except Exception as exc:
-        if isinstance(exc, DatabaseError) and not _usable(using):
+        if _fatal(exc, using):
             raise
         log.exception("actor calls for %s failed", group.schema)
         return [Outcome.failure(exc, recordable=False)] * len(group.calls)
+
+
+def _fatal(exc: Exception, using: str) -> bool:
+    """Errors that abandon the whole batch: the shard was lost, or the database is gone."""
+    if isinstance(exc, fence.FenceLost):
+        return True
+    return isinstance(exc, DatabaseError) and not _usable(using)
 
 
 def _usable(using: str) -> bool:
@@ -169,7 +183,9 @@ def _usable(using: str) -> bool:
 
 def _transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outcome]:
     with transaction.atomic(using=using):
-        return _in_transaction(group, using, savepoints=savepoints)
+        outcomes = _in_transaction(group, using, savepoints=savepoints)
+        fence.check(using)
+        return outcomes
 
 
 def _in_transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outcome]:

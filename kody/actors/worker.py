@@ -4,14 +4,23 @@ Design note. Start a worker with ``-Q actors.shard-0,actors.shard-1`` and this s
 those queues away from Celery's own consumer and drains each with one thread (so each shard
 has exactly one writer, concurrency 1). A thread:
 
-1. holds a lease key (``actors.shard-N.lease``) so a second worker started for the same shard
-   waits instead of competing; the lease expires if the worker dies;
-2. moves up to ``KODY_ACTOR_BATCH_SIZE`` calls at once from the queue to its in-flight list
-   (a Lua script, atomic with the lease check); when the queue is empty it blocks for one
-   call and runs it alone, so batches form only under load and cost idle callers nothing;
-3. runs them through ``kody.actors.runtime.execute`` (one transaction for the whole batch,
-   a savepoint per user when something fails), then, after its COMMIT, pushes every reply
-   and deletes the in-flight list in one pipeline.
+1. takes the shard's lease (``{actors.shard-N}.lease``, its token) and with it a new epoch,
+   higher than any before (``kody.actors.fence``), which it writes into the database before
+   touching the shard. A second worker started for the same shard waits as a hot standby;
+2. keeps the lease with a heartbeat thread that renews it every third of the lease,
+   whatever the batch is doing, and stops renewing once the epoch is no longer its own;
+3. moves up to ``KODY_ACTOR_BATCH_SIZE`` calls at once from the queue to its in-flight list.
+   When the queue is empty it waits with ``BLMOVE queue queue RIGHT RIGHT`` (a rotation of
+   the list onto itself that moves nothing) and then takes, so batches form only under load
+   and a lone caller never waits for one to fill;
+4. runs them through ``kody.actors.runtime.execute`` (one transaction for the whole batch,
+   a savepoint per user when something fails; the fence is checked before COMMIT), then, after
+   the COMMIT, pushes every reply and deletes the in-flight list in one script.
+
+Every Redis step that touches the shard (take, replay, answer-and-delete, renew, release) is
+a Lua script that first checks the lease still holds this thread's token and the epoch key
+its epoch: a consumer that lost its shard (paused past the lease) can neither take, answer,
+nor delete a successor's calls, and its transaction cannot commit.
 
 A worker killed at any point leaves its calls in the in-flight list; whoever takes the lease
 next runs them first. Calls that had committed find their records and answer from them, so a
@@ -34,22 +43,61 @@ log = logging.getLogger("kody.actors.worker")
 
 BLOCK_SECONDS = 0.5
 
-_DRAIN = """
-if redis.call('GET', KEYS[3]) ~= ARGV[1] then return false end
-redis.call('PEXPIRE', KEYS[3], ARGV[3])
+# KEYS: lease, epoch. ARGV: token, lease ms, floor (the database's epoch).
+_ACQUIRE = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return false end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local epoch = redis.call('INCR', KEYS[2])
+if epoch <= tonumber(ARGV[3]) then
+  epoch = tonumber(ARGV[3]) + 1
+  redis.call('SET', KEYS[2], epoch)
+end
+return epoch
+"""
+
+# Every fenced script starts with this: KEYS[1] lease, KEYS[2] epoch; ARGV[1] token, ARGV[2]
+# epoch. A consumer whose lease expired or whose epoch was superseded gets false back.
+_FENCED = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] or redis.call('GET', KEYS[2]) ~= ARGV[2] then
+  return false
+end
+"""
+
+# ARGV[3]: lease ms.
+_RENEW = _FENCED + "return redis.call('PEXPIRE', KEYS[1], ARGV[3])"
+
+# KEYS[3] queue, KEYS[4] in-flight; ARGV[3] most to take.
+_TAKE = (
+    _FENCED
+    + """
 local taken = {}
-for i = 1, tonumber(ARGV[2]) do
-  local item = redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT')
+for i = 1, tonumber(ARGV[3]) do
+  local item = redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT')
   if not item then break end
   taken[#taken + 1] = item
 end
 return taken
 """
+)
 
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+# KEYS[3] in-flight, oldest last.
+_REPLAY = _FENCED + "return redis.call('LRANGE', KEYS[3], 0, -1)"
+
+# KEYS[3] in-flight, KEYS[4..] reply keys; ARGV[3] reply ttl, ARGV[4..] reply texts.
+_ANSWER = (
+    _FENCED
+    + """
+for i = 4, #KEYS do
+  redis.call('RPUSH', KEYS[i], ARGV[i])
+  redis.call('EXPIRE', KEYS[i], ARGV[3])
+end
+redis.call('DEL', KEYS[3])
+return 1
 """
+)
+
+_RELEASE = _FENCED + "return redis.call('DEL', KEYS[1])"
 
 
 class ShardConsumer(threading.Thread):
@@ -61,19 +109,98 @@ class ShardConsumer(threading.Thread):
         super().__init__(name=f"actors.shard-{shard}", daemon=True)
         self.shard = shard
         self.stopping = stopping
-        self.queue = transport.queue_name(shard)
-        self.inflight = transport.inflight_key(self.queue)
-        self.lease = transport.lease_key(self.queue)
+        self.queue = transport.queue_key(shard)
+        self.inflight = transport.inflight_key(shard)
+        self.lease = transport.lease_key(shard)
+        self.epoch_key = transport.epoch_key(shard)
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.batch_size = settings.KODY_ACTOR_BATCH_SIZE
-        self.lease_ms = int(settings.KODY_ACTOR_LEASE_SECONDS * 1000)
+        self.lease_ms = max(1, int(settings.KODY_ACTOR_LEASE_SECONDS * 1000))
         self.redis = transport.client()
-        self.drain = self.redis.register_script(_DRAIN)
-        self.release = self.redis.register_script(_RELEASE)
+        self.scripts = {
+            name: self.redis.register_script(source)
+            for name, source in (
+                ("acquire", _ACQUIRE),
+                ("renew", _RENEW),
+                ("take", _TAKE),
+                ("replay", _REPLAY),
+                ("answer", _ANSWER),
+                ("release", _RELEASE),
+            )
+        }
+        self.epoch: int | None = None  # set while this thread owns the shard
+        self.lost = threading.Event()
+        self._session: Any = None  # the psycopg connection the epoch row names
+        self._busy = False  # inside a batch's database work
+
+    # --- fenced Redis operations ----------------------------------------------------------
+
+    def _fenced(self, name: str, keys: list[str], args: list[Any], epoch: int) -> Any:
+        return self.scripts[name](
+            keys=[self.lease, self.epoch_key, *keys], args=[self.token, epoch, *args]
+        )
+
+    def _acquire(self) -> int | None:
+        from kody.actors import fence
+
+        holder = self.redis.get(self.lease)
+        if holder is not None and holder != self.token.encode():
+            return None  # another consumer's: stand by without asking the database
+        floor = fence.floor(self.shard)
+        epoch = self.scripts["acquire"](
+            keys=[self.lease, self.epoch_key], args=[self.token, self.lease_ms, floor]
+        )
+        if epoch is None:
+            return None
+        epoch = int(epoch)
+        self.epoch = epoch
+        self.lost.clear()
+        # Before anything else: a batch of the previous owner that passed its check commits
+        # first (the row lock), one that did not will fail it.
+        from django.db import connection
+
+        connection.ensure_connection()
+        self._session = connection.connection
+        if not fence.claim(self.shard, epoch):
+            log.warning("shard %s: epoch %s is already superseded", self.shard, epoch)
+            self.epoch = None
+            return None
+        return epoch
+
+    def heartbeat(self) -> None:
+        """Renews the lease every third of it while this thread owns the shard; its own
+        thread, so a long batch (a slow method, a lock wait, a database blip) keeps it."""
+        interval = self.lease_ms / 3000
+        while not self.stopping.wait(interval):
+            epoch = self.epoch
+            if epoch is None:
+                continue
+            try:
+                if self.lost.is_set() or not self._fenced("renew", [], [self.lease_ms], epoch):
+                    if self.epoch == epoch:
+                        self._lose(epoch)
+            except Exception:
+                log.warning("shard %s: lease renewal failed", self.shard, exc_info=True)
+
+    def _lose(self, epoch: int) -> None:
+        if not self.lost.is_set():
+            log.warning("shard %s: lease lost at epoch %s", self.shard, epoch)
+            self.lost.set()
+        if self._busy and self._session is not None:
+            # The batch may be waiting on row locks held by the new owner's predecessor or
+            # the new owner itself: cancel its query, it cannot commit anyway.
+            try:
+                self._session.cancel()
+            except Exception:
+                log.debug("shard %s: cancel failed", self.shard, exc_info=True)
+
+    # --- the loop -------------------------------------------------------------------------
 
     def run(self) -> None:
         from django.db import connections
 
+        beat = threading.Thread(target=self.heartbeat, name=f"{self.name}.heartbeat", daemon=True)
+        beat.start()
         try:
             while not self.stopping.is_set():
                 try:
@@ -83,43 +210,66 @@ class ShardConsumer(threading.Thread):
                     connections.close_all()
                     self.stopping.wait(1.0)
         finally:
-            self.release(keys=[self.lease], args=[self.token])
+            beat.join(timeout=5)
             connections.close_all()
 
     def _serve(self) -> None:
-        if not self.redis.set(self.lease, self.token, nx=True, px=self.lease_ms):
-            if self.redis.get(self.lease) != self.token.encode():
-                self.stopping.wait(min(1.0, self.lease_ms / 3000))
-                return
-        pending = [bytes(item) for item in reversed(self.redis.lrange(self.inflight, 0, -1))]
+        from django.db import connections
+
+        from kody.actors.fence import Fence, FenceLost, holding
+
+        epoch = self._acquire()
+        if epoch is None:
+            self.stopping.wait(min(1.0, self.lease_ms / 3000))
+            return
+        log.info("shard %s: consuming at epoch %s", self.shard, epoch)
+        why = "lease lost"
+        try:
+            with holding(Fence(self.shard, epoch)):
+                self._consume(epoch)
+        except FenceLost as exc:
+            why = f"fenced: {exc}"
+        finally:
+            self.epoch = None
+        if self.stopping.is_set():
+            self._fenced("release", [], [], epoch)
+        else:
+            log.warning("shard %s: gave up epoch %s (%s); standing by", self.shard, epoch, why)
+            # A successor may have ended this session already; a standby needs none.
+            connections.close_all()
+
+    def _consume(self, epoch: int) -> None:
+        """Replay what is in flight, then take and run batches until the shard is lost."""
+        pending = self._fenced("replay", [self.inflight], [], epoch)
+        if pending is None:
+            return
+        pending = [bytes(item) for item in reversed(pending)]
         if pending:
             log.info("shard %s: resuming %d in-flight call(s)", self.shard, len(pending))
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and not self.lost.is_set():
             if not pending:
-                taken = self._take()
+                taken = self._take(epoch)
                 if taken is None:
-                    log.warning("shard %s: lease lost; re-acquiring", self.shard)
                     return
                 pending = taken
             if pending:
-                self._process(pending)
+                self._process(pending, epoch)
                 pending = []
 
-    def _take(self) -> list[bytes] | None:
-        taken = self.drain(
-            keys=[self.queue, self.inflight, self.lease],
-            args=[self.token, self.batch_size, self.lease_ms],
-        )
+    def _take(self, epoch: int) -> list[bytes] | None:
+        taken = self._fenced("take", [self.queue, self.inflight], [self.batch_size], epoch)
         if taken is None:
             return None
         if taken:
             return list(taken)
-        # Idle: block for one call and run it at once. Whatever arrives meanwhile is drained
-        # as a batch on the next turn, so a lone caller never waits for a batch to fill.
-        first = self.redis.blmove(self.queue, self.inflight, BLOCK_SECONDS, "RIGHT", "LEFT")
-        return [] if first is None else [first]
+        # Idle: wait for a call without taking it (the list rotates onto itself, moving
+        # nothing), then take under the fence on the next turn. A paused consumer's wait
+        # therefore can never carry a call off.
+        self.redis.blmove(self.queue, self.queue, BLOCK_SECONDS, "RIGHT", "RIGHT")
+        return []
 
-    def _process(self, raw: list[bytes]) -> None:
+    def _process(self, raw: list[bytes], epoch: int) -> None:
+        from kody.actors.fence import FenceLost
         from kody.actors.runtime import execute
         from kody.actors.transport import REPLY_TTL_SECONDS, reply_key
         from kody.actors.wire import Call
@@ -131,13 +281,16 @@ class ShardConsumer(threading.Thread):
             except (ValueError, KeyError, TypeError):
                 log.error("shard %s: dropping malformed message %r", self.shard, item[:200])
         outcomes = self._execute_until_done(execute, calls)
-        pipe = self.redis.pipeline(transaction=False)
+        keys, texts = [], []
         for call, outcome in zip(calls, outcomes, strict=True):
             if call.reply:
-                pipe.rpush(reply_key(call.id), outcome.text)
-                pipe.expire(reply_key(call.id), REPLY_TTL_SECONDS)
-        pipe.delete(self.inflight)
-        pipe.execute()
+                keys.append(reply_key(self.shard, call.id))
+                texts.append(outcome.text)
+        answered = self._fenced(
+            "answer", [self.inflight, *keys], [REPLY_TTL_SECONDS, *texts], epoch
+        )
+        if answered is None:
+            raise FenceLost(f"shard {self.shard}: epoch {epoch} lost before answering")
 
     def _execute_until_done(self, execute: Any, calls: list[Any]) -> list[Any]:
         from django.db import DatabaseError, connections
@@ -145,7 +298,12 @@ class ShardConsumer(threading.Thread):
         delay = 0.1
         while True:
             try:
-                return execute(calls)
+                self._track_session(self.epoch_or_lost())
+                self._busy = True
+                try:
+                    return execute(calls)
+                finally:
+                    self._busy = False
             except DatabaseError:
                 # The database is unreachable: keep the batch in flight and retry it.
                 log.exception("shard %s: database unavailable; retrying batch", self.shard)
@@ -153,6 +311,27 @@ class ShardConsumer(threading.Thread):
                 if self.stopping.wait(delay):
                     raise
                 delay = min(delay * 2, 5.0)
+
+    def epoch_or_lost(self) -> int:
+        from kody.actors.fence import FenceLost
+
+        epoch = self.epoch
+        if epoch is None or self.lost.is_set():
+            raise FenceLost(f"shard {self.shard}: lease lost during the batch")
+        return epoch
+
+    def _track_session(self, epoch: int) -> None:
+        """Keep the shard's epoch row naming this thread's database session (a successor
+        ends it on takeover), and remember it so the heartbeat can cancel its query."""
+        from django.db import connection
+
+        from kody.actors import fence
+
+        connection.ensure_connection()
+        if self._session is not connection.connection:
+            if self._session is not None:
+                fence.register_session(self.shard, epoch)
+            self._session = connection.connection
 
 
 class ShardDrain(bootsteps.StartStopStep):

@@ -78,7 +78,7 @@ def celery_worker(settings, committed_schemas_dropped: None, django_db_blocker) 
 
     settings.KODY_ACTORS_INLINE = False
     client = transport.client()
-    for key in client.scan_iter(match="actors.*"):
+    for key in client.scan_iter(match=transport.shard_keys_pattern()):
         client.delete(key)
     queues = transport.all_queue_names()
     with (
@@ -94,7 +94,8 @@ def celery_worker(settings, committed_schemas_dropped: None, django_db_blocker) 
         ) as worker,
     ):
         deadline = time.monotonic() + 20
-        while not all(client.exists(transport.lease_key(q)) for q in transport.all_queue_names()):
+        shards = range(len(queues))
+        while not all(client.exists(transport.lease_key(shard)) for shard in shards):
             if time.monotonic() > deadline:
                 raise RuntimeError("shard consumers did not start")
             time.sleep(0.05)

@@ -51,7 +51,7 @@ def clear_actor_queues() -> None:
     from kody.actors import transport
 
     client = transport.client()
-    for key in client.scan_iter(match="actors.*"):
+    for key in client.scan_iter(match=transport.shard_keys_pattern()):
         client.delete(key)
 
 
@@ -87,7 +87,7 @@ def _wait_for_leases(shards: int, timeout: float = 20.0) -> None:
     client = transport.client()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if all(client.exists(transport.lease_key(transport.queue_name(n))) for n in range(shards)):
+        if all(client.exists(transport.lease_key(n)) for n in range(shards)):
             return
         time.sleep(0.05)
     raise RuntimeError("shard consumers did not start")

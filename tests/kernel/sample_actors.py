@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
-from datetime import timedelta
+import time
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,9 @@ class ProbeFailed(KodyError):
 class ProbePanic(BaseException):
     """Not an Exception: what a method raising SystemExit or its own BaseException looks like."""
 
+
+# A fixed day for the chaos counters: nothing about them depends on the calendar.
+CHAOS_DAY = date(2000, 1, 1)
 
 # The psycopg connection of the last worker call (in-process workers only).
 seen_connections: list[Any] = []
@@ -75,6 +79,48 @@ class Probe(Actor):
             Path(marker).write_text("died")
             transaction.on_commit(lambda: os.kill(os.getpid(), signal.SIGKILL))
         return count
+
+    def step(self, n: int, pause: float = 0.0) -> int:
+        """The n-th call of a sequence: counts every application (``revision``), remembers the
+        last step (``count``) and notes a step that did not follow the one before it."""
+        key = ["chaos_last", CHAOS_DAY]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO daily_counters (resource, day, count, revision)"
+                " VALUES (%s, %s, 0, 0) ON CONFLICT DO NOTHING",
+                key,
+            )
+            cursor.execute("SELECT count FROM daily_counters WHERE resource = %s AND day = %s", key)
+            previous = cursor.fetchone()[0]
+            cursor.execute(
+                "UPDATE daily_counters SET count = %s, revision = revision + 1"
+                " WHERE resource = %s AND day = %s",
+                [n, *key],
+            )
+            if previous != n - 1:
+                cursor.execute(
+                    "INSERT INTO daily_counters (resource, day, count, revision)"
+                    " VALUES ('chaos_out_of_order', %s, 1, 1) ON CONFLICT (resource, day)"
+                    " DO UPDATE SET count = daily_counters.count + 1",
+                    [CHAOS_DAY],
+                )
+        time.sleep(pause)
+        return n
+
+    def chaos_state(self) -> dict[str, int]:
+        rows = {
+            row.resource: row
+            for row in DailyCounter.objects.filter(
+                day=CHAOS_DAY, resource__in=["chaos_last", "chaos_out_of_order"]
+            )
+        }
+        last = rows.get("chaos_last")
+        disorder = rows.get("chaos_out_of_order")
+        return {
+            "last": last.count if last else 0,
+            "applied": last.revision if last else 0,
+            "out_of_order": disorder.count if disorder else 0,
+        }
 
     def wake_in(self, seconds: float) -> None:
         self.set_alarm(timezone.now() + timedelta(seconds=seconds))

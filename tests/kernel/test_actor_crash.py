@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -30,13 +31,14 @@ def _database_url() -> str:
     return f"postgres://{db['USER']}:{quote(db['PASSWORD'] or '')}@{host}{port}/{name}"
 
 
-def start_worker() -> subprocess.Popen:
+def start_worker(extra_env: dict[str, str] | None = None, stderr: Any = None) -> subprocess.Popen:
     env = {
         **os.environ,
         "DATABASE_URL": _database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "KODY_ACTOR_LEASE_SECONDS": "1",
         "KODY_ACTOR_SHARDS": str(settings.KODY_ACTOR_SHARDS),
+        **(extra_env or {}),
     }
     queues = ",".join(transport.all_queue_names())
     argv = [
@@ -60,7 +62,9 @@ def start_worker() -> subprocess.Popen:
         "--without-gossip",
         "--without-heartbeat",
     ]
-    return subprocess.Popen(argv, cwd=settings.BASE_DIR, env=env, stdout=subprocess.DEVNULL)
+    return subprocess.Popen(
+        argv, cwd=settings.BASE_DIR, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+    )
 
 
 def call_in_background(user: str, method: str, marker: Path) -> dict:

@@ -88,8 +88,8 @@ def test_a_forged_message_for_another_users_schema_is_refused(owner_id, outsider
         method="consume",
         kwargs={"resource": "execute_calls_per_day", "day": today_iso(), "limit": 9},
     )
-    queue = transport.queue_name(transport.shard_for(owner_id))
-    reply = transport.push_and_wait(queue, forged.encode(), forged.id, timeout=10)
+    shard = transport.shard_for(owner_id)
+    reply = transport.push_and_wait(shard, forged.encode(), forged.id, timeout=10)
     with pytest.raises(OwnerMismatch):
         Outcome.parse(reply).unwrap()
     assert consume(outsider_id)["count"] == 2
@@ -125,7 +125,7 @@ def test_a_call_nobody_answers_times_out_with_a_typed_error(owner_id, celery_wor
     with pytest.raises(ActorCallTimeout) as caught:
         Probe.call(user, "whoami", timeout=0.3)
     assert caught.value.call_id
-    transport.client().delete(transport.queue_name(transport.shard_for(user)))
+    transport.client().delete(transport.queue_key(transport.shard_for(user)))
 
 
 def test_search_path_of_this_process_is_untouched_by_queue_calls(owner_id, celery_worker):

@@ -275,8 +275,13 @@ class _FakeBroker:
 def test_queue_depths_read_the_transport_and_kombu_keys(monkeypatch, settings):
     settings.KODY_ACTOR_SHARDS = 2
     fake = _FakeBroker(
-        {"actors.shard-1": 5, "actors.shard-1.inflight": 2, "default": 3, "default\x06\x163": 4},
-        {"actors.shard-0.lease"},
+        {
+            "{actors.shard-1}": 5,
+            "{actors.shard-1}.inflight": 2,
+            "default": 3,
+            "default\x06\x163": 4,
+        },
+        {"{actors.shard-0}.lease"},
     )
     monkeypatch.setattr(health, "broker_client", lambda: fake)
     section = health.queues()
