@@ -131,6 +131,7 @@ class ShardConsumer(threading.Thread):
         self.epoch: int | None = None  # set while this thread owns the shard
         self.lost = threading.Event()
         self._session: Any = None  # the psycopg connection the epoch row names
+        self._db: Any = None  # this thread's Django connection (the heartbeat cancels on it)
         self._busy = False  # inside a batch's database work
 
     # --- fenced Redis operations ----------------------------------------------------------
@@ -141,6 +142,8 @@ class ShardConsumer(threading.Thread):
         )
 
     def _acquire(self) -> int | None:
+        from django.db import DEFAULT_DB_ALIAS, connection, connections
+
         from kody.actors import fence
 
         holder = self.redis.get(self.lease)
@@ -157,11 +160,15 @@ class ShardConsumer(threading.Thread):
         self.lost.clear()
         # Before anything else: a batch of the previous owner that passed its check commits
         # first (the row lock), one that did not will fail it.
-        from django.db import connection
-
         connection.ensure_connection()
+        self._db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself, not the thread proxy
         self._session = connection.connection
-        if not fence.claim(self.shard, epoch):
+        self._busy = True  # a claim stuck behind a newer owner is cancelled too
+        try:
+            claimed = fence.claim(self.shard, epoch)
+        finally:
+            self._busy = False
+        if not claimed:
             log.warning("shard %s: epoch %s is already superseded", self.shard, epoch)
             self.epoch = None
             return None
@@ -186,11 +193,13 @@ class ShardConsumer(threading.Thread):
         if not self.lost.is_set():
             log.warning("shard %s: lease lost at epoch %s", self.shard, epoch)
             self.lost.set()
-        if self._busy and self._session is not None:
-            # The batch may be waiting on row locks held by the new owner's predecessor or
-            # the new owner itself: cancel its query, it cannot commit anyway.
+        raw = self._db.connection if self._db is not None else None
+        if self._busy and raw is not None:
+            # The batch may be waiting on row locks held by the new owner (or a paused owner
+            # after it): cancel its query, it cannot commit anyway. The runtime may have
+            # reconnected mid-batch, so this is whatever connection the thread has now.
             try:
-                self._session.cancel()
+                raw.cancel()
             except Exception:
                 log.debug("shard %s: cancel failed", self.shard, exc_info=True)
 
