@@ -151,8 +151,8 @@ def test_a_base_exception_from_a_method_fails_that_call_and_the_shard_goes_on(
     with pytest.raises(ActorError, match="ProbePanic"):
         Probe.call(owner_id, "panic", timeout=10)
     assert Probe.call(owner_id, "bump", timeout=10) == 1  # the panic rolled its bump back
-    queue = transport.queue_name(transport.shard_for(owner_id))
-    assert transport.client().llen(transport.inflight_key(queue)) == 0  # nothing to replay
+    shard = transport.shard_for(owner_id)
+    assert transport.client().llen(transport.inflight_key(shard)) == 0  # nothing to replay
 
 
 def test_two_users_with_the_same_idempotency_key_get_their_own_replies(

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('kody', '0004_lane_dispatch_claim'),
+        ('kody', '0005_vectors_follow_the_embedder'),
     ]
 
     operations = [
