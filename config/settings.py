@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
-from celery.schedules import crontab
 
 from config.buckets import bucket_storages
 from config.env import envbool, envchoice, envfloat, envint, envlist, envstr
@@ -39,6 +38,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "django_celery_beat",
     "kody",
     "apps.accounts",
     "apps.entitlements",
@@ -182,9 +182,10 @@ KODY_EMBEDDER = envstr("KODY_EMBEDDER", "kody.embeddings.wordllama.WordLlamaEmbe
 KODY_SECRET_KEYS = envlist("KODY_SECRET_KEYS", [])
 KODY_SECRET_KEY_ID = envstr("KODY_SECRET_KEY_ID")
 CELERY_TASK_ROUTES = {"kody.lanes.*": {"queue": "default"}}
-CELERY_BEAT_SCHEDULE = {
-    "lanes": {"task": "kody.lanes.dispatch", "schedule": crontab(minute="*/5")},
-}
+# Beat reads its schedule from the database (django-celery-beat), so an operator can see and
+# pause it in /admin/. The one entry, the five-minute lane dispatcher, is created by the
+# migration kody/0007; lanes themselves are paused per lane (kody.lanes.models.LaneControl).
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
 # --- Storages (one per R2 bucket of the original) ------------------------------------------
 S3_ENDPOINT_URL = envstr("KODY_S3_ENDPOINT_URL")

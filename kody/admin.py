@@ -14,6 +14,7 @@ from django.urls import URLPattern, URLResolver, path
 from django.views.decorators.cache import never_cache
 
 from kody import health
+from kody.lanes import admin as lanes_admin  # noqa: F401  (registers the lane list)
 
 
 def health_view(request: HttpRequest) -> HttpResponse:

@@ -153,10 +153,11 @@ def queues() -> Section:
 
 
 def lanes() -> Section:
-    from kody.lanes import registry
+    from kody.lanes import control, registry
     from kody.lanes.models import LaneRunRecord
 
     declared = registry.all_lanes()
+    paused = control.paused_names()
     records = {r.lane: r for r in LaneRunRecord.objects.filter(lane__in=[x.name for x in declared])}
     rows = []
     for item in declared:
@@ -166,6 +167,7 @@ def lanes() -> Section:
                 "name": item.name,
                 "cadence": item.cadence.value,
                 "retired": item.retired,
+                "paused": item.name in paused,
                 "budget_seconds": item.budget_seconds,
                 "last_started_at": _iso(record.last_started_at) if record else None,
                 "last_finished_at": _iso(record.last_finished_at) if record else None,

@@ -40,6 +40,7 @@ def worker_commands(python: str) -> list[list[str]]:
             ]
         )
     commands.append([*base, "worker", "-n", "default@%h", "-Q", "default", "-c", "2", "-l", "INFO"])
-    schedule = str(settings.VAR_DIR / "celerybeat-schedule")
-    commands.append([*base, "beat", "-s", schedule, "-l", "INFO"])
+    # The schedule lives in the database (django-celery-beat), where /admin/ can see and pause
+    # it; named here as well as in settings so the process list says which scheduler runs.
+    commands.append([*base, "beat", "-S", settings.CELERY_BEAT_SCHEDULER, "-l", "INFO"])
     return commands

@@ -51,3 +51,27 @@ class LaneRunRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.lane}: {self.last_status or 'never finished'}"
+
+
+class LaneControl(models.Model):
+    """The operator's switch for one lane, edited in /admin/ (no deploy needed).
+
+    One row per lane name the registry has ever declared; rows are added when the dispatcher
+    ticks or an operator opens the lane list. Cadence and budget stay in code; a row whose name
+    code no longer declares is shown as retired and never runs."""
+
+    name = models.CharField(max_length=100, primary_key=True)
+    paused = models.BooleanField(default=False, db_default=False)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.CharField(max_length=150, blank=True, default="", db_default="")
+    pause_reason = models.CharField(max_length=500, blank=True, default="", db_default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "kody_lanes"
+        verbose_name = "lane"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from kody.lanes import registry
+from kody.lanes import control, registry
 from kody.lanes.models import LaneRunRecord
 from kody.lanes.runner import LockContention, run_lane
 
@@ -47,12 +47,19 @@ def _claim_window(item: registry.Lane, now: datetime) -> bool:
 def dispatch(now_iso: str | None = None) -> list[str]:
     """Fired by beat every five minutes: enqueue each due lane as its own task."""
     now = datetime.fromisoformat(now_iso) if now_iso else timezone.now()
+    control.sync()
+    paused = control.paused_names()
     last_started = dict(LaneRunRecord.objects.values_list("lane", "last_started_at"))
-    names = [
-        item.name
-        for item in registry.due_lanes(now, last_started)
-        if not item.retired and _claim_window(item, now)
-    ]
+    names = []
+    for item in registry.due_lanes(now, last_started):
+        if item.retired:
+            continue
+        if item.name in paused:
+            # The window stays unclaimed, so resuming catches the lane up on the next tick.
+            log.info("lane=%s status=paused (skipped by the dispatcher)", item.name)
+            continue
+        if _claim_window(item, now):
+            names.append(item.name)
     for module in registry.discovery_errors:
         log.error("lanes of %s are not running: the module failed to import", module)
     for name in names:
@@ -70,6 +77,10 @@ def dispatch(now_iso: str | None = None) -> list[str]:
     max_retries=MAX_RETRIES,
 )
 def run(self, name: str) -> None:  # type: ignore[no-untyped-def]
+    if control.is_paused(name):
+        # Queued before the operator paused it (or a retry): paused means not now.
+        log.info("lane=%s status=paused (queued run skipped)", name)
+        return
     try:
         run_lane(name, attempt=self.request.retries + 1)
     except LockContention as exc:

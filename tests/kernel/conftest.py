@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection
 
+from kody.lanes import Cadence, Lane, registry
 from kody.userschema.naming import like_pattern
 
 
@@ -91,3 +92,24 @@ def _wait_for_leases(shards: int, timeout: float = 20.0) -> None:
             return
         time.sleep(0.05)
     raise RuntimeError("shard consumers did not start")
+
+
+@pytest.fixture
+def lanes(monkeypatch):
+    """``lanes(name, fn, cadence=..., **options)`` declares a lane for one test."""
+    registry.autodiscover()
+
+    def add(name: str, fn, cadence: Cadence = Cadence.EVERY_TICK, **options) -> None:  # type: ignore[no-untyped-def]
+        monkeypatch.setitem(registry._lanes, name, Lane(name, cadence, fn, **options))
+
+    return add
+
+
+@pytest.fixture
+def enqueued(monkeypatch):
+    """Names the dispatcher enqueues, captured instead of sent to the broker."""
+    from kody.lanes import tasks
+
+    names: list[str] = []
+    monkeypatch.setattr(tasks.run, "apply_async", lambda args: names.append(args[0]))
+    return names

@@ -29,6 +29,47 @@ print(f"allowed={r['allowed']} count={r['count']}")
 """
 
 
+SCHEDULE_TASKS = """
+from django_celery_beat.models import PeriodicTask
+print(sorted(PeriodicTask.objects.values_list("task", flat=True)))
+"""
+DATABASE_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+
+
+def _child_argvs(parent: int) -> list[list[str]]:
+    """The command lines of ``parent``'s live children, read from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == parent:
+                found.append((entry / "cmdline").read_bytes().decode().split("\0")[:-1])
+        except (OSError, ValueError, IndexError):
+            continue  # the process went away while we looked
+    return found
+
+
+def _schedule_tasks(env: dict[str, str], wanted: str, seconds: float = 90) -> str:
+    """The schedule beat keeps in the database, once it holds ``wanted``."""
+    deadline = time.monotonic() + seconds
+    out = ""
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", SCHEDULE_TASKS],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+        if wanted in out:
+            break
+        time.sleep(1)
+    return out
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -108,6 +149,13 @@ def test_up_serves_the_site_and_stops_every_child(fresh_env):
             timeout=120,
         )
         assert "allowed=True count=1" in reply.stdout, reply.stdout + reply.stderr
+        # Beat runs django-celery-beat's DatabaseScheduler: its command line says so, and on
+        # start-up it writes its default entries next to the migrated dispatcher row.
+        beats = [argv for argv in _child_argvs(proc.pid) if "beat" in argv]
+        assert len(beats) == 1, _child_argvs(proc.pid)
+        assert beats[0][beats[0].index("-S") + 1] == DATABASE_SCHEDULER
+        tasks = _schedule_tasks(fresh_env, "celery.backend_cleanup")
+        assert "'celery.backend_cleanup'" in tasks and "'kody.lanes.dispatch'" in tasks, tasks
     finally:
         proc.send_signal(signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)

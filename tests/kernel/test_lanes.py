@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 
-from kody.lanes import Cadence, Lane, LaneRun, is_due, registry, run_lane
+from kody.lanes import Cadence, LaneRun, is_due, registry, run_lane
 from kody.lanes.models import LaneCursor
 from kody.lanes.tasks import backoff_seconds, dispatch
 
@@ -47,16 +47,6 @@ def test_backoff_is_bounded(settings):
 def test_kernel_lanes_are_registered():
     names = {lane.name for lane in registry.all_lanes()}
     assert {"actor_alarms", "kv_expired"} <= names
-
-
-@pytest.fixture
-def lanes(monkeypatch):
-    registry.autodiscover()
-
-    def add(name: str, fn, cadence: Cadence = Cadence.EVERY_TICK, **options) -> None:  # type: ignore[no-untyped-def]
-        monkeypatch.setitem(registry._lanes, name, Lane(name, cadence, fn, **options))
-
-    return add
 
 
 def test_a_run_logs_one_metrics_line(lanes, caplog, db):
@@ -172,16 +162,6 @@ def test_lock_contention_retries_three_times_then_stops(lanes, celery_worker, ca
     finally:
         holder.rollback()
         holder.close()
-
-
-@pytest.fixture
-def enqueued(monkeypatch):
-    """Names the dispatcher enqueues, captured instead of sent to the broker."""
-    from kody.lanes import tasks
-
-    names: list[str] = []
-    monkeypatch.setattr(tasks.run, "apply_async", lambda args: names.append(args[0]))
-    return names
 
 
 def _dispatched(enqueued: list[str], when: datetime) -> list[str]:

@@ -18,20 +18,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from kody.actors.topology import worker_commands
+
 
 def _celery_commands(python: str) -> list[tuple[str, list[str]]]:
-    try:
-        from kody.actors.topology import worker_commands
-    except ImportError:
-        worker_commands = None
-    if worker_commands is not None:
-        return [(_name_of(argv), argv) for argv in worker_commands(python)]
-    base = [python, "-m", "celery", "-A", "config", "--workdir", str(settings.BASE_DIR)]
-    beat_schedule = str(settings.VAR_DIR / "celerybeat-schedule")
-    return [
-        ("worker", [*base, "worker", "-Q", "default", "-c", "1", "-l", "INFO"]),
-        ("beat", [*base, "beat", "-s", beat_schedule, "-l", "INFO"]),
-    ]
+    return [(_name_of(argv), argv) for argv in worker_commands(python)]
 
 
 def _name_of(argv: list[str]) -> str:
