@@ -184,7 +184,7 @@ KODY_SECRET_KEY_ID = envstr("KODY_SECRET_KEY_ID")
 CELERY_TASK_ROUTES = {"kody.lanes.*": {"queue": "default"}}
 # Beat reads its schedule from the database (django-celery-beat), so an operator can see and
 # pause it in /admin/. The one entry, the five-minute lane dispatcher, is created by the
-# migration kody/0007; lanes themselves are paused per lane (kody.lanes.models.LaneControl).
+# migration kody/0008; lanes themselves are paused per lane (kody.lanes.models.LaneControl).
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 
 # --- Storages (one per R2 bucket of the original) ------------------------------------------

@@ -13,7 +13,7 @@ from django_celery_beat.models import CrontabSchedule, PeriodicTask
 from kody.actors.topology import worker_commands
 
 DATABASE_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
-MIGRATION = importlib.import_module("kody.migrations.0007_lane_dispatcher_periodic_task")
+MIGRATION = importlib.import_module("kody.migrations.0008_lane_dispatcher_periodic_task")
 
 
 def dispatcher() -> PeriodicTask:
@@ -41,7 +41,7 @@ def test_the_dispatcher_row_survives_a_re_migrate_with_the_operators_edits():
     PeriodicTask.objects.filter(pk=row.pk).update(description="checked by ops")
     crontabs = CrontabSchedule.objects.count()
 
-    call_command("migrate", "kody", "0006_lane_controls", verbosity=0)
+    call_command("migrate", "kody", "0007_lane_controls", verbosity=0)
     assert PeriodicTask.objects.filter(pk=row.pk).exists()  # rolling back deletes nothing
     call_command("migrate", "kody", verbosity=0)
 

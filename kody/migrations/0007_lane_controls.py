@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('kody', '0005_vectors_follow_the_embedder'),
+        ('kody', '0006_actor_shard_epochs'),
     ]
 
     operations = [

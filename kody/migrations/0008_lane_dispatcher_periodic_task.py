@@ -37,7 +37,7 @@ def create_dispatcher(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("kody", "0006_lane_controls"),
+        ("kody", "0007_lane_controls"),
         ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
 
