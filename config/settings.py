@@ -186,6 +186,8 @@ CELERY_TASK_ROUTES = {"kody.lanes.*": {"queue": "default"}}
 # pause it in /admin/. The one entry, the five-minute lane dispatcher, is created by the
 # migration kody/0008; lanes themselves are paused per lane (kody.lanes.models.LaneControl).
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# At most this many due jobs claimed per JobManager alarm; a backlog re-arms about 1 s later.
+KODY_MAX_DUE_JOBS_PER_ALARM = envint("KODY_MAX_DUE_JOBS_PER_ALARM", 25)
 
 # --- Storages (one per R2 bucket of the original) ------------------------------------------
 S3_ENDPOINT_URL = envstr("KODY_S3_ENDPOINT_URL")

@@ -11,6 +11,7 @@ urlpatterns = [
     path("", include("apps.entitlements.urls")),
     path("", include("apps.mailbox.urls")),
     path("", include("apps.packages.urls")),
+    path("", include("apps.jobs.urls")),
     # /mcp is served in front of Django by config.asgi (the MCP SDK's Streamable HTTP app).
     path("api/v1/", include("kody.api.urls")),
 ]

@@ -1,19 +1,65 @@
-"""Jobs are owned by their users and changed through the JobManager: the admin only reads."""
+"""Jobs are owned by their users and changed through the JobManager: the admin reads, and
+operators may stop (kill switch) or release a job, each audited."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from apps.jobs import models as m
+from apps.jobs.actor.manager import JobManager
 from kody.adminkit import ReadOnlyModelAdmin
+
+
+def _set_kill_switch(request: HttpRequest, queryset: QuerySet[m.Job], on: bool) -> int:
+    from apps.accounts.services import audit
+
+    changed = 0
+    for job in queryset.only("id", "user_id"):
+        changed += bool(
+            JobManager.call(
+                job.user_id, "update", job_id=job.id, changes={"kill_switch_enabled": on}
+            )
+        )
+    audit.record(
+        category="admin",
+        action="jobKillSwitch",
+        result="success",
+        email=request.user.email,  # type: ignore[union-attr]
+        ip=request.META.get("REMOTE_ADDR"),
+        client_id=None,
+        path="admin:jobs.job",
+        reason=f"{'on' if on else 'off'}:{changed}",
+    )
+    return changed
 
 
 @admin.register(m.Job)
 class JobAdmin(ReadOnlyModelAdmin):
     exclude = ("claim_token",)  # a live lease token is a write capability
-    list_display = ("name", "user_id", "enabled", "kill_switch_enabled", "next_run_at")
+    list_display = (
+        "name",
+        "user_id",
+        "enabled",
+        "kill_switch_enabled",
+        "next_run_at",
+        "last_run_status",
+        "retry_count",
+    )
     list_filter = ("enabled", "kill_switch_enabled", "preserved", "last_run_status")
     search_fields = ("id", "name", "user_id")
+    actions = ("stop_jobs", "release_jobs")
+
+    @admin.action(description="Stop the selected jobs (kill switch)")
+    def stop_jobs(self, request: HttpRequest, queryset: QuerySet[m.Job]) -> None:
+        changed = _set_kill_switch(request, queryset, True)
+        self.message_user(request, f"Stopped {changed} job(s).", messages.SUCCESS)
+
+    @admin.action(description="Release the kill switch of the selected jobs")
+    def release_jobs(self, request: HttpRequest, queryset: QuerySet[m.Job]) -> None:
+        changed = _set_kill_switch(request, queryset, False)
+        self.message_user(request, f"Released {changed} job(s).", messages.SUCCESS)
 
 
 @admin.register(m.ArchivedJobArtifact)
@@ -23,6 +69,8 @@ class ArchivedJobArtifactAdmin(ReadOnlyModelAdmin):
 
 
 @admin.register(m.JobsWorkerState)
-class JobsWorkerStateAdmin(ReadOnlyModelAdmin):
-    allow_delete = True  # clearing a cooldown is an operator action
-    list_display = ("key", "updated_at")
+class JobsWorkerStateAdmin(admin.ModelAdmin):
+    """Operational switches: ``scheduler_kill_switch`` = ``on`` stops every scheduler."""
+
+    list_display = ("key", "value", "updated_at")
+    fields = ("key", "value")

@@ -6,3 +6,16 @@ class JobsConfig(AppConfig):
     name = "apps.jobs"
     label = "jobs"
     verbose_name = "Jobs"
+
+    def ready(self) -> None:
+        # Imported here: entitlements' registries exist only once apps are loaded.
+        from apps.entitlements.services.counters import register_counter
+        from apps.entitlements.services.storage import register_bucket_estimator
+        from apps.jobs.services.runs import concurrent_workflows
+        from apps.jobs.services.storage import estimate
+
+        # StorageRunner buckets are measured by the entitlements estimate lane.
+        for kind in ("job", "execute", "package", "service"):
+            register_bucket_estimator(kind, estimate)
+        # RunLog's workflow projections are the authority for concurrent_workflows.
+        register_counter("concurrent_workflows", concurrent_workflows)

@@ -99,6 +99,10 @@ class ArchivedJobArtifact(models.Model):
         return self.job_id
 
 
+# JobsWorkerState key: value "on" stops every user's scheduler (claims nothing) until cleared.
+KILL_SWITCH_KEY = "scheduler_kill_switch"
+
+
 class JobsWorkerState(models.Model):
     """Operational key/value state of the scheduler (e.g. the watchdog cooldown)."""
 

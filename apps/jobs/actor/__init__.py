@@ -1,0 +1,37 @@
+"""Per-user state of jobs: the JobManager, RunLog and StorageRunner actors."""
+
+from apps.accounts.surfaces import ActorSurface, register_actor
+from apps.jobs.actor.manager import JobManager
+from apps.jobs.actor.runlog import RunLog
+from apps.jobs.actor.storage import StorageRunner
+
+register_actor(
+    ActorSurface(
+        JobManager.name,
+        purge="purge",
+        export_pages="export_state",
+        export_section="job_manager",
+        note="alarm state only; the jobs themselves are the public jobs table",
+    )
+)
+register_actor(
+    ActorSurface(
+        RunLog.name,
+        purge="purge",
+        export_pages="export_runs",
+        export_section="run_records",
+        note="runs with log lines, invocation ledger, workflow projections, job observability, "
+        "package run successes, activation milestones",
+    )
+)
+register_actor(
+    ActorSurface(
+        StorageRunner.name,
+        purge="purge",
+        export_pages="export_storage",
+        export_section="storage_runner",
+        note="every StorageRunner bucket (storage id -> key -> JSON value)",
+    )
+)
+
+__all__ = ["JobManager", "RunLog", "StorageRunner"]

@@ -1,0 +1,321 @@
+"""JobManager: a user's job scheduler (SCHEMA.md §2.5), the only writer of their ``jobs`` rows.
+
+Design note. The job rows are public (``jobs``), but every write to one user's rows goes
+through this actor, so it runs under that user's owner-row lock and re-arms the alarm in the
+same transaction as the change. The alarm claims at most ``KODY_MAX_DUE_JOBS_PER_ALARM`` due
+jobs, oldest ``next_run_at`` first, and re-arms about a second later while more are due.
+A claim sets a fresh ``claim_token`` and ``lease_expires_at``; the run itself happens on the
+default queue after commit (a capability call may need this user's other actors, which a
+shard worker must never wait for). The run reports back with ``finish``, which checks the
+token, writes the run record (RunLog's tables, same schema) and the next schedule in one
+transaction. A run whose worker died keeps its claim until the lease expires; the next alarm
+then reclaims it as a retry, unless the run record of that occurrence already exists (it
+finished but the report was lost), in which case it only advances the schedule. So a job
+never runs twice concurrently, and each occurrence runs at most once unless a worker dies
+between doing the work and reporting it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Any, TypedDict
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Min, Q
+from django.utils import timezone
+
+from apps.jobs import schedules
+from apps.jobs.actor import models as am
+from apps.jobs.actor import records
+from apps.jobs.models import KILL_SWITCH_KEY, Job, JobsWorkerState
+from kody.actors import Actor, deletion_safe
+from kody.fields import new_id
+
+log = logging.getLogger("apps.jobs")
+
+# Longer than any single capability call may take (actor calls time out after 30 s), short
+# enough that a killed worker delays an every-minute job by about two occurrences.
+LEASE = timedelta(minutes=2)
+# Occurrences missed (worker or beat down) run late, in order, once each; older ones are
+# skipped so a long outage does not turn into a storm of catch-up runs.
+CATCH_UP = timedelta(minutes=15)
+MAX_RETRIES = 3
+RETRY_BASE = timedelta(seconds=30)
+BACKLOG_REARM = timedelta(seconds=1)
+KILLED_POLL = timedelta(minutes=1)
+
+
+class Claim(TypedDict):
+    job_id: str
+    claim_token: str
+
+
+class Outcome(TypedDict, total=False):
+    status: str  # success | error
+    started_at: str
+    finished_at: str
+    error_name: str | None
+    error_message: str | None
+    retryable: bool
+    calls: list[dict[str, Any]]  # capability calls the run made: run-record fields
+    lines: list[dict[str, Any]]
+
+
+def max_due_per_alarm() -> int:
+    return int(getattr(settings, "KODY_MAX_DUE_JOBS_PER_ALARM", 25))
+
+
+def occurrence_key(job_id: str, scheduled_for: datetime) -> str:
+    return f"job:{job_id}:{scheduled_for.isoformat()}"
+
+
+def retry_delay(attempt: int) -> timedelta:
+    return RETRY_BASE * (2 ** max(0, attempt - 1))
+
+
+class JobManager(Actor):
+    name = "jobs.JobManager"
+
+    # --- writes to the user's jobs -----------------------------------------------------
+
+    def create(self, job: dict[str, Any]) -> dict[str, Any]:
+        row = Job(**job, user_id=self.user_id)
+        for field in ("next_run_at", "expires_at"):
+            if isinstance(getattr(row, field), str):
+                setattr(row, field, datetime.fromisoformat(getattr(row, field)))
+        row.save(force_insert=True)
+        self._arm()
+        return {"id": row.id, "nextRunAt": row.next_run_at.isoformat()}
+
+    def update(self, job_id: str, changes: dict[str, Any]) -> bool:
+        rows = self._mine(job_id)
+        if "next_run_at" in changes:
+            changes["next_run_at"] = datetime.fromisoformat(changes["next_run_at"])
+        if "expires_at" in changes and changes["expires_at"] is not None:
+            changes["expires_at"] = datetime.fromisoformat(changes["expires_at"])
+        changed = rows.update(**changes, updated_at=timezone.now()) == 1
+        self._arm()
+        return changed
+
+    def delete(self, job_id: str) -> bool:
+        deleted = self._mine(job_id).delete()[0] > 0
+        self._arm()
+        return deleted
+
+    def run_now(self, job_id: str) -> bool:
+        """Make the job due now; a job already running is left alone (no concurrent run)."""
+        now = timezone.now()
+        changed = (
+            self._mine(job_id)
+            .filter(claim_token__isnull=True, kill_switch_enabled=False)
+            .update(next_run_at=now, enabled=True, updated_at=now)
+        )
+        if changed:
+            self.set_alarm(now)
+        return changed == 1
+
+    def sync(self) -> str | None:
+        """Re-arm the alarm from the jobs table (the watchdog's repair)."""
+        at = self._arm(exact=True)
+        return at.isoformat() if at else None
+
+    # --- the alarm and the claim ------------------------------------------------------
+
+    def alarm(self) -> None:
+        claims = self._claim_due()
+        if claims:
+            transaction.on_commit(lambda: _dispatch(self.user_id, claims))
+
+    def _claim_due(self) -> list[Claim]:
+        now = timezone.now()
+        mine = Job.objects.filter(user_id=self.user_id)
+        mine.filter(enabled=True, expires_at__lte=now).update(enabled=False, updated_at=now)
+        if _scheduler_killed():
+            self.clear_alarm()
+            self.set_alarm(now + KILLED_POLL)  # look again later; nothing runs meanwhile
+            return []
+        limit = max_due_per_alarm()
+        due = list(
+            mine.filter(enabled=True, kill_switch_enabled=False, next_run_at__lte=now)
+            .filter(Q(claim_token__isnull=True) | Q(lease_expires_at__lte=now))
+            .order_by("next_run_at", "id")
+            .select_for_update()[: limit + 1]
+        )
+        claims = []
+        for job in due[:limit]:
+            claim = self._claim(job, now)
+            if claim is not None:
+                claims.append(claim)
+        if len(due) > limit:
+            self.set_alarm(now + BACKLOG_REARM)
+        else:
+            self._arm()
+        return claims
+
+    def _claim(self, job: Job, now: datetime) -> Claim | None:
+        if job.claim_token is not None:  # the lease ran out: the worker died mid-run
+            key = occurrence_key(job.id, job.claimed_scheduled_for or job.next_run_at)
+            if am.Run.objects.filter(idempotency_key=key, surface="job").exists():
+                self._advance(job, now, status=job.last_run_status or "success")
+                return None
+            if job.retry_count >= MAX_RETRIES:
+                self._record_lost(job, now)
+                self._advance(job, now, status="error")
+                return None
+            job.retry_count += 1
+        scheduled_for = job.claimed_scheduled_for if job.claim_token else None
+        job.claimed_scheduled_for = scheduled_for or job.retry_scheduled_for or job.next_run_at
+        job.claim_token = new_id()
+        job.running_since = now
+        job.lease_expires_at = now + LEASE
+        job.save(
+            update_fields=[
+                "claim_token",
+                "running_since",
+                "lease_expires_at",
+                "claimed_scheduled_for",
+                "retry_count",
+            ]
+        )
+        return {"job_id": job.id, "claim_token": job.claim_token}
+
+    def _record_lost(self, job: Job, now: datetime) -> None:
+        records.record_run(
+            {
+                "surface": "job",
+                "status": "error",
+                "name": job.name,
+                "job_id": job.id,
+                "storage_id": job.storage_id,
+                "idempotency_key": occurrence_key(job.id, job.claimed_scheduled_for or now),
+                "started_at": job.running_since or now,
+                "finished_at": now,
+                "error_name": "LeaseExpired",
+                "error_message": "The run stopped reporting and its retries are used up.",
+            }
+        )
+
+    # --- the report from a run --------------------------------------------------------
+
+    def finish(self, job_id: str, claim_token: str, outcome: Outcome) -> dict[str, Any]:
+        job = Job.objects.select_for_update().filter(id=job_id, user_id=self.user_id).first()
+        current = job is not None and job.claim_token == claim_token
+        scheduled_for = job.claimed_scheduled_for if job is not None and current else None
+        run_id = self._write_records(job_id, job, scheduled_for, outcome)
+        if job is None or not current:
+            return {"runId": run_id, "applied": False}
+        now = timezone.now()
+        failed = outcome.get("status") != "success"
+        if failed and outcome.get("retryable") and job.retry_count < MAX_RETRIES:
+            job.retry_count += 1
+            job.retry_scheduled_for = job.claimed_scheduled_for
+            job.next_run_at = now + retry_delay(job.retry_count)
+            job.last_run_at, job.last_run_status = now, "error"
+            self._release(job)
+            job.save()
+        else:
+            self._advance(job, now, status="error" if failed else "success")
+        self._arm()
+        return {"runId": run_id, "applied": True}
+
+    def _write_records(
+        self, job_id: str, job: Job | None, scheduled_for: datetime | None, outcome: Outcome
+    ) -> str:
+        run: dict[str, Any] = {
+            "surface": "job",
+            "status": "success" if outcome.get("status") == "success" else "error",
+            "name": job.name if job else job_id,
+            "job_id": job_id,
+            "storage_id": job.storage_id if job else None,
+            "source_id": (job.source_id or None) if job else None,
+            "idempotency_key": occurrence_key(job_id, scheduled_for) if scheduled_for else None,
+            "started_at": outcome["started_at"],
+            "finished_at": outcome["finished_at"],
+            "error_name": outcome.get("error_name"),
+            "error_message": outcome.get("error_message"),
+            "metadata_json": {"scheduledFor": scheduled_for.isoformat()}
+            if scheduled_for
+            else {"stale": True},
+        }
+        run_id = records.record_run(run, outcome.get("lines"))
+        for call in outcome.get("calls", []):
+            records.record_run({**call, "job_id": job_id, "parent_run_id": run_id})
+        return run_id
+
+    def _advance(self, job: Job, now: datetime, *, status: str) -> None:
+        """Finish this occurrence and move to the next one that is after now."""
+        scheduled = job.claimed_scheduled_for or job.next_run_at
+        upcoming = schedules.next_run_at(job.schedule_json, job.timezone, scheduled)
+        if upcoming is not None and upcoming < now - CATCH_UP:
+            upcoming = schedules.next_run_at(job.schedule_json, job.timezone, now - CATCH_UP)
+        job.last_completed_scheduled_for = job.claimed_scheduled_for or job.next_run_at
+        job.last_run_at, job.last_run_status = now, status
+        job.retry_count = 0
+        job.retry_scheduled_for = None
+        if upcoming is None:
+            job.enabled = False  # a one-off that ran, or a schedule with nothing left
+        else:
+            job.next_run_at = upcoming
+        self._release(job)
+        job.save()
+
+    @staticmethod
+    def _release(job: Job) -> None:
+        job.claim_token = None
+        job.running_since = None
+        job.lease_expires_at = None
+        job.claimed_scheduled_for = None
+
+    # --- arming -----------------------------------------------------------------------
+
+    def _arm(self, *, exact: bool = False) -> datetime | None:
+        """Wake at the earliest enabled next run or the earliest lease expiry."""
+        mine = Job.objects.filter(user_id=self.user_id, enabled=True, kill_switch_enabled=False)
+        found = mine.aggregate(
+            due=Min("next_run_at", filter=Q(claim_token__isnull=True)),
+            lease=Min("lease_expires_at", filter=Q(claim_token__isnull=False)),
+        )
+        at = min((t for t in (found["due"], found["lease"]) if t is not None), default=None)
+        if exact:
+            self.clear_alarm()
+        if at is not None:
+            # Never re-arm at a past instant: the kernel keys an alarm's wake by its time, and
+            # a wake for a time it already delivered is answered from its call record.
+            at = max(at, timezone.now() + timedelta(milliseconds=1))
+            self.set_alarm(at)
+        return at
+
+    def _mine(self, job_id: str) -> Any:
+        return Job.objects.filter(id=job_id, user_id=self.user_id)
+
+    # --- deletion and export ----------------------------------------------------------
+
+    @deletion_safe
+    def export_state(self, cursor: str | None = None, limit: int = 500) -> dict[str, Any]:
+        """The scheduler's alarm state (the jobs themselves export as a public table)."""
+        at = Job.objects.filter(
+            user_id=self.user_id, enabled=True, kill_switch_enabled=False
+        ).aggregate(at=Min("next_run_at"))["at"]
+        return {"nextAlarmAt": at.isoformat() if at else None, "next_cursor": None}
+
+    @deletion_safe
+    def purge(self) -> dict[str, Any]:
+        self.clear_alarm()
+        return {"deleted": {}, "alarm": "cleared"}
+
+
+def _scheduler_killed() -> bool:
+    return JobsWorkerState.objects.filter(key=KILL_SWITCH_KEY, value="on").exists()
+
+
+def _dispatch(user_id: str, claims: list[Claim]) -> None:
+    from apps.jobs.tasks import run_job
+
+    for claim in claims:
+        try:
+            run_job.apply_async((user_id, claim["job_id"], claim["claim_token"]))
+        except Exception:
+            # The lease expires and the next alarm reclaims the job: nothing is lost.
+            log.exception("could not queue job run; its lease will expire and retry")

@@ -1,0 +1,237 @@
+"""Writing and reading run records inside a user's actor transaction.
+
+RunLog owns these tables, but JobManager runs in the same schema under the same owner-row
+lock, so it writes a job's run record and the job's new schedule in ONE transaction (the
+original needed two Durable Objects and could lose either half). Only actor methods call this.
+
+Self-pruning: every ``PRUNE_EVERY`` finishes, runs older than ``RUN_RETENTION`` or beyond the
+newest ``MAX_RUNS`` are deleted with their log lines; terminal ledger rows and terminal
+workflow projections older than 90 days go in the same pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime, timedelta
+from typing import Any, TypedDict
+
+from django.db import connection
+from django.db.models import F, Q
+from django.utils import timezone
+
+from apps.jobs.actor import models as m
+from kody.fields import new_id
+
+MAX_LOG_LINES = 200
+MAX_RUNS = 2000
+RUN_RETENTION = timedelta(days=30)
+LEDGER_RETENTION = timedelta(days=90)
+WORKFLOW_RETENTION = timedelta(days=90)
+PRUNE_EVERY = 32
+MAX_MESSAGE = 4000
+TERMINAL_WORKFLOW = ("success", "error", "cancelled")
+
+RUN_FIELDS = (
+    "surface",
+    "status",
+    "name",
+    "package_id",
+    "package_kody_id",
+    "source_id",
+    "published_commit",
+    "storage_id",
+    "job_id",
+    "workflow_id",
+    "invocation_id",
+    "session_id",
+    "idempotency_key",
+    "parent_run_id",
+    "error_name",
+    "error_message",
+    "metadata_json",
+)
+
+
+class RunJson(TypedDict, total=False):
+    id: str
+    surface: str
+    status: str
+    name: str
+    jobId: str | None
+    packageId: str | None
+    storageId: str | None
+    parentRunId: str | None
+    idempotencyKey: str | None
+    startedAt: str
+    finishedAt: str | None
+    durationMs: int | None
+    errorName: str | None
+    errorMessage: str | None
+    errorTriage: str | None
+    triageNote: str | None
+    metadata: Any
+
+
+def record_run(run: dict[str, Any], lines: list[dict[str, Any]] | None = None) -> str:
+    """Insert one finished (or running) run and its first 200 log lines; returns its id."""
+    started = _at(run["started_at"])
+    finished = _at(run.get("finished_at"))
+    row = m.Run(
+        id=run.get("id") or new_id(),
+        started_at=started,
+        finished_at=finished,
+        duration_ms=_duration(started, finished),
+        **{field: _clip(field, run.get(field)) for field in RUN_FIELDS if field in run},
+    )
+    if not row.name:
+        row.name = row.surface
+    lines = list(lines or [])
+    if len(lines) > MAX_LOG_LINES:
+        row.metadata_json = {**(row.metadata_json or {}), "droppedLogLines": len(lines) - 200}
+    row.save(force_insert=True)
+    m.RunLogLine.objects.bulk_create(
+        m.RunLogLine(
+            run_id=row.id,
+            sequence=index,
+            level=str(line.get("level", "info"))[:16],
+            message=str(line.get("message", ""))[:MAX_MESSAGE],
+            fields_json=line.get("fields"),
+        )
+        for index, line in enumerate(lines[:MAX_LOG_LINES])
+    )
+    if row.job_id and row.surface == "job" and row.status != "running":
+        _observe_job(row)
+    if row.status != "running":
+        _count_finish()
+    return row.id
+
+
+def _at(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value))
+
+
+def _duration(started: datetime | None, finished: datetime | None) -> int | None:
+    if started is None or finished is None:
+        return None
+    return max(0, int((finished - started).total_seconds() * 1000))
+
+
+def _clip(field: str, value: Any) -> Any:
+    if isinstance(value, str) and field == "error_message":
+        return value[:MAX_MESSAGE]
+    return value
+
+
+def _observe_job(run: m.Run) -> None:
+    ok = run.status == "success"
+    updated = m.JobRunObservability.objects.filter(job_id=run.job_id).update(
+        last_run_at=run.started_at,
+        last_run_status=run.status,
+        last_run_error=None if ok else run.error_message,
+        last_duration_ms=run.duration_ms,
+        run_count=F("run_count") + 1,
+        success_count=F("success_count") + int(ok),
+        error_count=F("error_count") + int(not ok),
+    )
+    if not updated:
+        m.JobRunObservability.objects.create(
+            job_id=run.job_id,
+            last_run_at=run.started_at,
+            last_run_status=run.status,
+            last_run_error=None if ok else run.error_message,
+            last_duration_ms=run.duration_ms,
+            run_count=1,
+            success_count=int(ok),
+            error_count=int(not ok),
+        )
+
+
+def _count_finish() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO run_log_meta (key, value) VALUES ('finishes_since_retention', 1)"
+            " ON CONFLICT (key) DO UPDATE SET value = run_log_meta.value + 1 RETURNING value"
+        )
+        finishes = cursor.fetchone()[0]
+    if finishes >= PRUNE_EVERY:
+        prune()
+
+
+def prune(now: datetime | None = None) -> dict[str, int]:
+    """Apply the run, ledger and workflow windows; resets the finish counter."""
+    now = now or timezone.now()
+    deleted = {"runs": 0, "ledger": 0, "workflows": 0}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH gone AS ("
+            "  DELETE FROM runs WHERE started_at < %s OR id IN ("
+            "    SELECT id FROM runs ORDER BY started_at DESC, id DESC OFFSET %s)"
+            "  RETURNING id"
+            "), lines AS (DELETE FROM run_logs WHERE run_id IN (SELECT id FROM gone))"
+            " SELECT count(*) FROM gone",
+            [now - RUN_RETENTION, MAX_RUNS],
+        )
+        deleted["runs"] = cursor.fetchone()[0]
+        cursor.execute("UPDATE run_log_meta SET value = 0 WHERE key = 'finishes_since_retention'")
+    deleted["ledger"] = (
+        m.PackageInvocationLedger.objects.filter(created_at__lt=now - LEDGER_RETENTION)
+        .exclude(status="pending")
+        .delete()[0]
+    )
+    deleted["workflows"] = m.WorkflowProjection.objects.filter(
+        status__in=TERMINAL_WORKFLOW, completed_at__lt=now - WORKFLOW_RETENTION
+    ).delete()[0]
+    return deleted
+
+
+def as_json(run: m.Run) -> RunJson:
+    return {
+        "id": run.id,
+        "surface": run.surface,
+        "status": run.status,
+        "name": run.name,
+        "jobId": run.job_id,
+        "packageId": run.package_id,
+        "storageId": run.storage_id,
+        "parentRunId": run.parent_run_id,
+        "idempotencyKey": run.idempotency_key,
+        "startedAt": run.started_at.isoformat(),
+        "finishedAt": run.finished_at.isoformat() if run.finished_at else None,
+        "durationMs": run.duration_ms,
+        "errorName": run.error_name,
+        "errorMessage": run.error_message,
+        "errorTriage": run.error_triage,
+        "triageNote": run.triage_note,
+        "metadata": run.metadata_json,
+    }
+
+
+def encode_cursor(run: m.Run) -> str:
+    raw = json.dumps([run.started_at.isoformat(), run.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        started, run_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return datetime.fromisoformat(started), str(run_id)
+    except (ValueError, TypeError) as exc:
+        raise ValueError("bad cursor") from exc
+
+
+def page(filters: dict[str, Any], cursor: str | None, limit: int) -> dict[str, Any]:
+    """Newest first, keyset-paged by (started_at, id)."""
+    rows = m.Run.objects.filter(**filters)
+    if cursor:
+        started, run_id = decode_cursor(cursor)
+        rows = rows.filter(Q(started_at__lt=started) | Q(started_at=started, id__lt=run_id))
+    found = list(rows.order_by("-started_at", "-id")[: limit + 1])
+    more = len(found) > limit
+    found = found[:limit]
+    return {
+        "runs": [as_json(run) for run in found],
+        "nextCursor": encode_cursor(found[-1]) if more else None,
+    }

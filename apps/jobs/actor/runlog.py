@@ -1,0 +1,205 @@
+"""RunLog: a user's execution history (SCHEMA.md §2.3).
+
+Runs with their log lines, the package-invocation ledger, workflow projections (the
+``concurrent_workflows`` count), job-run observability, package run successes and activation
+milestones. It prunes itself every 32 finishes (``records.prune``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from django.db.models import Count
+from django.utils import timezone
+
+from apps.jobs.actor import models as m
+from apps.jobs.actor import records
+from kody.actors import Actor, deletion_safe
+
+RUN_LOG_VERSION = 10  # the original's RunLog schema version these tables implement
+ACTIVE_WORKFLOW = ("queued", "running")
+TRIAGE = ("none", "investigating", "expected", "fixed", "ignored")
+EXPORT_PHASES = ("runs", "ledger", "workflows", "jobs", "packages", "milestones")
+
+
+class RunNotFound(LookupError):
+    pass
+
+
+class RunLog(Actor):
+    name = "jobs.RunLog"
+
+    def record(self, run: dict[str, Any], lines: list[dict[str, Any]] | None = None) -> str:
+        return records.record_run(run, lines)
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        run = m.Run.objects.filter(id=run_id).first()
+        if run is None:
+            return None
+        lines = m.RunLogLine.objects.filter(run_id=run_id).order_by("sequence")
+        return {
+            **records.as_json(run),
+            "logs": [
+                {
+                    "sequence": x.sequence,
+                    "level": x.level,
+                    "message": x.message,
+                    "fields": x.fields_json,
+                }
+                for x in lines
+            ],
+        }
+
+    def list_runs(
+        self, filters: dict[str, str], cursor: str | None = None, limit: int = 50
+    ) -> dict[str, Any]:
+        allowed = {k: v for k, v in filters.items() if k in ("surface", "status", "job_id", "name")}
+        return records.page(allowed, cursor, limit)
+
+    def summary(self) -> dict[str, Any]:
+        since = timezone.now() - records.RUN_RETENTION
+        counts = (
+            m.Run.objects.filter(started_at__gte=since)
+            .values("surface", "status")
+            .annotate(n=Count("id"))
+        )
+        by: dict[str, dict[str, int]] = {}
+        for row in counts:
+            by.setdefault(row["surface"], {})[row["status"]] = row["n"]
+        return {
+            "windowDays": records.RUN_RETENTION.days,
+            "bySurface": by,
+            "total": sum(sum(v.values()) for v in by.values()),
+            "concurrentWorkflows": self.concurrent_workflows(),
+        }
+
+    def triage(self, run_id: str, triage: str | None, note: str | None, by: str) -> bool:
+        return (
+            m.Run.objects.filter(id=run_id).update(
+                error_triage=triage, triage_note=note, triaged_at=timezone.now(), triaged_by=by
+            )
+            == 1
+        )
+
+    def concurrent_workflows(self) -> int:
+        return m.WorkflowProjection.objects.filter(status__in=ACTIVE_WORKFLOW).count()
+
+    def workflows(self, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        rows = m.WorkflowProjection.objects.all()
+        if status:
+            rows = rows.filter(status=status)
+        return [_workflow_json(w) for w in rows.order_by("-run_at", "-id")[:limit]]
+
+    def cancel_workflow(self, workflow_id: str) -> dict[str, Any] | None:
+        row = m.WorkflowProjection.objects.filter(id=workflow_id).first()
+        if row is None:
+            return None
+        if row.status in ACTIVE_WORKFLOW:
+            row.status, row.completed_at = "cancelled", timezone.now()
+            row.save(update_fields=["status", "completed_at"])
+        return _workflow_json(row)
+
+    def job_observability(self, job_ids: list[str]) -> dict[str, dict[str, Any]]:
+        rows = m.JobRunObservability.objects.filter(job_id__in=job_ids)
+        return {
+            r.job_id: {
+                "lastRunError": r.last_run_error,
+                "lastDurationMs": r.last_duration_ms,
+                "runCount": r.run_count,
+                "successCount": r.success_count,
+                "errorCount": r.error_count,
+            }
+            for r in rows
+        }
+
+    def prune(self) -> dict[str, int]:
+        return records.prune()
+
+    @deletion_safe
+    def export_runs(self, cursor: str | None = None, limit: int = 500) -> dict[str, Any]:
+        """One cursor pages runs (with their lines) first, then each dedicated table."""
+        phase, after = _decode(cursor)
+        model, key = _PHASE_MODELS[phase]
+        rows = model.objects.order_by(key)
+        if after is not None:
+            rows = rows.filter(**{f"{key}__gt": after})
+        found = list(rows[: limit + 1])
+        page = found[:limit]
+        items = [_export_row(phase, row) for row in page]
+        if len(found) > limit:
+            next_cursor = _encode(phase, getattr(page[-1], key))
+        else:
+            index = EXPORT_PHASES.index(phase)
+            next_cursor = (
+                _encode(EXPORT_PHASES[index + 1], None) if index + 1 < len(EXPORT_PHASES) else None
+            )
+        return {"phase": phase, "items": items, "next_cursor": next_cursor}
+
+    @deletion_safe
+    def purge(self) -> dict[str, Any]:
+        deleted = {}
+        for model in (
+            m.RunLogLine,
+            m.Run,
+            m.PackageInvocationLedger,
+            m.WorkflowProjection,
+            m.JobRunObservability,
+            m.PackageRunSuccess,
+            m.ActivationMilestone,
+            m.RunLogMeta,
+        ):
+            deleted[model._meta.db_table] = model.objects.all().delete()[0]
+        return {"deleted": deleted}
+
+
+_PHASE_MODELS: dict[str, tuple[Any, str]] = {
+    "runs": (m.Run, "id"),
+    "ledger": (m.PackageInvocationLedger, "id"),
+    "workflows": (m.WorkflowProjection, "id"),
+    "jobs": (m.JobRunObservability, "job_id"),
+    "packages": (m.PackageRunSuccess, "package_id"),
+    "milestones": (m.ActivationMilestone, "milestone"),
+}
+
+
+def _encode(phase: str, after: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps([phase, after]).encode()).decode()
+
+
+def _decode(cursor: str | None) -> tuple[str, Any]:
+    if not cursor:
+        return "runs", None
+    phase, after = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    if phase not in _PHASE_MODELS:
+        raise ValueError("bad cursor")
+    return phase, after
+
+
+def _export_row(phase: str, row: Any) -> dict[str, Any]:
+    from django.forms.models import model_to_dict
+
+    data = {
+        f.name: (v.isoformat() if hasattr(v, "isoformat") else v)
+        for f in row._meta.concrete_fields
+        for v in [getattr(row, f.attname)]
+    }
+    if phase == "runs":
+        data["logs"] = [
+            model_to_dict(line, fields=["sequence", "level", "message", "fields_json"])
+            for line in m.RunLogLine.objects.filter(run_id=row.id).order_by("sequence")
+        ]
+    return data
+
+
+def _workflow_json(w: m.WorkflowProjection) -> dict[str, Any]:
+    return {
+        "id": w.id,
+        "workflowName": w.workflow_name,
+        "packageId": w.package_id,
+        "status": w.status,
+        "runAt": w.run_at.isoformat(),
+        "completedAt": w.completed_at.isoformat() if w.completed_at else None,
+        "lastError": w.last_error,
+    }

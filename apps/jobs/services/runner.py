@@ -1,0 +1,119 @@
+"""Running one claimed job occurrence (on the default queue, never on a shard worker).
+
+``run_claimed`` checks the claim is still ours and unexpired, charges ``job_runs_per_day``,
+calls the target with the owner's identity and grant, and reports to the JobManager, which
+writes the run records and the next schedule in one transaction. Nothing here holds the
+user's actor lock while the target runs: the target may call the user's other actors.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from apps.entitlements.services import LimitReached, consume
+from apps.jobs import targets
+from apps.jobs.actor.manager import JobManager, Outcome
+from apps.jobs.models import Job
+from kody.errors import KodyError
+
+log = logging.getLogger("apps.jobs")
+
+
+def run_claimed(user_id: str, job_id: str, claim_token: str) -> dict[str, Any] | None:
+    from apps.accounts.models import User
+
+    now = timezone.now()
+    job = Job.objects.filter(id=job_id, user_id=user_id, claim_token=claim_token).first()
+    if job is None or job.lease_expires_at is None or job.lease_expires_at <= now:
+        return None  # someone else holds it now, or it was deleted: not ours to run
+    owner = User.objects.filter(stable_user_id=user_id).first()
+    if owner is None:
+        return None
+    outcome = _execute(job, owner, now)
+    return JobManager.call(
+        user_id, "finish", job_id=job_id, claim_token=claim_token, outcome=outcome
+    )
+
+
+def _execute(job: Job, owner: Any, started: datetime) -> Outcome:
+    calls: list[dict[str, Any]] = []
+    try:
+        target = targets.parse_target((job.params_json or {}).get("target"))
+        consume(owner, "job_runs_per_day")
+        call_started = timezone.now()
+        try:
+            target.run(owner, targets.scopes_of(job.caller_context_json or {}))
+        except Exception as exc:
+            calls.append(_call_record(job, target, call_started, exc))
+            raise
+        calls.append(_call_record(job, target, call_started, None))
+    except LimitReached as exc:
+        return _failed(started, exc, retryable=False, calls=calls)
+    except KodyError as exc:
+        return _failed(started, exc, retryable=exc.status >= 500, calls=calls)
+    except Exception as exc:
+        log.exception("job %s failed", job.id)
+        return _failed(started, exc, retryable=True, calls=calls)
+    return {
+        "status": "success",
+        "started_at": started.isoformat(),
+        "finished_at": timezone.now().isoformat(),
+        "calls": calls,
+        "lines": [{"level": "info", "message": f"called {target.capability}"}],
+    }
+
+
+def _call_record(
+    job: Job, target: targets.CapabilityTarget, started: datetime, exc: Exception | None
+) -> dict[str, Any]:
+    return {
+        "surface": "execute",
+        "status": "error" if exc else "success",
+        "name": target.capability,
+        "storage_id": job.storage_id,
+        "started_at": started.isoformat(),
+        "finished_at": timezone.now().isoformat(),
+        "error_name": _error_name(exc) if exc else None,
+        "error_message": str(exc) if exc else None,
+    }
+
+
+def _error_name(exc: Exception) -> str:
+    return exc.code if isinstance(exc, KodyError) else type(exc).__name__
+
+
+def _failed(
+    started: datetime, exc: Exception, *, retryable: bool, calls: list[dict[str, Any]]
+) -> Outcome:
+    return {
+        "status": "error",
+        "started_at": started.isoformat(),
+        "finished_at": timezone.now().isoformat(),
+        "error_name": _error_name(exc),
+        "error_message": str(exc)[:1000],
+        "retryable": retryable,
+        "calls": calls,
+        "lines": [{"level": "error", "message": f"{_error_name(exc)}: {str(exc)[:500]}"}],
+    }
+
+
+WAKE_BATCH = 500
+
+
+def wake_due_alarms(now: datetime | None = None) -> int:
+    from kody.actors.alarms import cast_alarm, due_alarms
+
+    now = now or timezone.now()
+    woken, after = 0, None
+    while True:
+        due = due_alarms(now, after, WAKE_BATCH)
+        for user_id, alarm_at in due:
+            cast_alarm(user_id, alarm_at)
+        woken += len(due)
+        if len(due) < WAKE_BATCH:
+            return woken
+        after = (due[-1][1], due[-1][0])

@@ -1,0 +1,63 @@
+"""StorageRunner buckets for surfaces: read, write, list and export one bucket of the caller."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from apps.jobs.actor.storage import MAX_KEY, MAX_VALUE_BYTES, StorageRunner, _size
+from kody.errors import InvalidInput
+
+# exec:{uuid}, job:{jobId}, job:package-job:{packageId}:{name}, package:{id}, service:{...},
+# and the package-app forms {packageId}:facet:{name} / {packageId}:{export}:{name}.
+STORAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._~%:@/+-]{0,511}")
+
+
+class InvalidStorageId(InvalidInput):
+    code = "invalid_storage_id"
+    message = "That is not a storage id."
+
+
+def check_storage_id(storage_id: str) -> str:
+    if not STORAGE_ID.fullmatch(storage_id or ""):
+        raise InvalidStorageId(details={"storageId": storage_id})
+    return storage_id
+
+
+def get(user_id: str, storage_id: str, key: str) -> dict[str, Any]:
+    return StorageRunner.call(user_id, "get_value", check_storage_id(storage_id), key)
+
+
+def put(user_id: str, storage_id: str, key: str, value: Any) -> dict[str, Any]:
+    if not key or len(key) > MAX_KEY:
+        raise InvalidInput(f"A key has 1 to {MAX_KEY} characters.")
+    if _size(key, value) > MAX_VALUE_BYTES:
+        raise InvalidInput("A value is at most 1 MiB of JSON.")
+    return StorageRunner.call(user_id, "set_value", check_storage_id(storage_id), key, value)
+
+
+def delete(user_id: str, storage_id: str, key: str) -> dict[str, Any]:
+    return StorageRunner.call(user_id, "delete_value", check_storage_id(storage_id), key)
+
+
+def list_keys(
+    user_id: str, storage_id: str, prefix: str = "", cursor: str | None = None, limit: int = 100
+) -> dict[str, Any]:
+    return StorageRunner.call(
+        user_id, "list_values", check_storage_id(storage_id), prefix, cursor, limit
+    )
+
+
+def export(
+    user_id: str, storage_id: str, cursor: str | None = None, page_size: int = 100
+) -> dict[str, Any]:
+    try:
+        return StorageRunner.call(
+            user_id, "export_bucket", check_storage_id(storage_id), cursor, page_size
+        )
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput("That cursor is not one this export gave out.") from None
+
+
+def estimate(user_id: str, storage_id: str) -> int:
+    return int(StorageRunner.call(user_id, "estimated_bytes", storage_id))

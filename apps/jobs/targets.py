@@ -1,0 +1,106 @@
+"""What a job runs: a small interface, with one kind today.
+
+A target is stored in ``jobs.params_json["target"]``. The one kind is a capability call the
+owner may make, ``{"capability": "accountUsage", "args": {...}}``, run with the owner's
+identity and the scopes of the token that scheduled it, exactly as if that token had called
+it. A package export becomes a second kind by adding a class with ``run`` and a branch in
+``parse_target``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kody.capabilities import Context, get, invoke
+from kody.errors import Forbidden, InvalidInput
+
+if TYPE_CHECKING:
+    from apps.accounts.models import User
+
+FULL_ACCESS = "*"
+
+
+class InvalidTarget(InvalidInput):
+    code = "invalid_target"
+    message = "The job's target is not a capability the caller may call."
+
+
+@dataclass(frozen=True)
+class CallerScopes:
+    """The scheduling token's grant, replayed at run time (quacks like an AccessToken)."""
+
+    scopes: tuple[str, ...]
+    principal: str
+    name: str = "scheduled job"
+    kind: str = "job"
+    token_prefix: str = ""
+
+    @property
+    def principal_id(self) -> str:
+        return self.principal
+
+    def allows(self, scope: str) -> bool:
+        return FULL_ACCESS in self.scopes or scope in self.scopes
+
+
+def caller_context(ctx: Context) -> dict[str, Any]:
+    token = ctx.token
+    scopes = list(token.scopes) if token is not None else [FULL_ACCESS]
+    principal = token.principal_id if token is not None else f"{ctx.surface}:{ctx.user_id}"
+    return {"userId": ctx.user_id, "surface": ctx.surface, "scopes": scopes, "principal": principal}
+
+
+def scopes_of(context: dict[str, Any]) -> CallerScopes:
+    return CallerScopes(tuple(context.get("scopes") or ()), str(context.get("principal", "")))
+
+
+class JobTarget(Protocol):
+    kind: str
+
+    def as_json(self) -> dict[str, Any]: ...
+
+    def run(self, owner: User, grant: CallerScopes) -> Any: ...
+
+
+@dataclass(frozen=True)
+class CapabilityTarget:
+    capability: str
+    args: dict[str, Any] = field(default_factory=dict)
+    kind: str = "capability"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"capability": self.capability, "args": self.args}
+
+    def check(self, ctx: Context) -> None:
+        """Refuse, at scheduling time, a call the caller could not make themselves."""
+        cap = get(self.capability)
+        if cap is None or cap.role != "user":
+            raise InvalidTarget(details={"capability": self.capability})
+        if ctx.token is not None and not ctx.token.allows(cap.scope):
+            raise Forbidden(
+                "The token that schedules a job must itself grant the job's capability.",
+                details={"capability": self.capability, "scope": cap.scope},
+            )
+        errors = [e.message for e in cap.validator.iter_errors(self.args)][:5]
+        if errors:
+            raise InvalidTarget(
+                "The job's args do not match the capability's input.",
+                details={"capability": self.capability, "errors": errors},
+            )
+
+    def run(self, owner: User, grant: CallerScopes) -> Any:
+        cap = get(self.capability)
+        if cap is None or cap.role != "user":  # removed, or never schedulable
+            raise InvalidTarget(details={"capability": self.capability})
+        ctx = Context(user=owner, token=grant, surface="job")  # type: ignore[arg-type]
+        return invoke(self.capability, ctx, self.args)
+
+
+def parse_target(data: Any) -> CapabilityTarget:
+    if not isinstance(data, dict) or not isinstance(data.get("capability"), str):
+        raise InvalidTarget('A target is {"capability": name, "args": {...}}.')
+    args = data.get("args", {})
+    if not isinstance(args, dict):
+        raise InvalidTarget("A target's args are an object.")
+    return CapabilityTarget(data["capability"], args)

@@ -1,0 +1,96 @@
+"""The fixed cast for jobs tests: an owner, an outsider, and a scheduler driven by hand.
+
+``clock`` pins the wall clock at a fixed instant in the past (the database's own ``now()``
+is later, so the kernel's alarm sweep treats every armed alarm as due, and the JobManager
+decides from the Python clock alone what is due). ``wake()`` is one minute-tick of beat:
+it casts due alarms and runs every job the alarms claimed, as the default worker would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+
+from apps.accounts.models import User
+from apps.accounts.services.tokens import create_token
+
+# Before any real "now", so the database clock is always ahead of the test clock.
+PAST = datetime(2025, 3, 14, 12, 0, 30, tzinfo=UTC)  # between two minute marks
+
+
+def make_user(name: str, **extra: object) -> User:
+    return User.objects.create_user(
+        username=name, email=f"{name}@example.test", password="pw-long-enough-123", **extra
+    )
+
+
+@pytest.fixture
+def owner(db: None) -> User:
+    return make_user("owner")
+
+
+@pytest.fixture
+def outsider(db: None) -> User:
+    return make_user("outsider")
+
+
+@pytest.fixture
+def operator(db: None) -> User:
+    return make_user("operator", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def owner_token(owner: User) -> str:
+    return create_token(owner, "owner laptop")[1]
+
+
+@pytest.fixture
+def outsider_token(outsider: User) -> str:
+    return create_token(outsider, "outsider laptop")[1]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> Iterator[None]:
+    cache.delete_pattern("entitlements:*")
+    cache.delete_pattern("access-token-create:*")
+    yield
+
+
+@pytest.fixture(autouse=True)
+def inline_actors(settings) -> None:
+    settings.KODY_ACTORS_INLINE = True
+
+
+@pytest.fixture
+def eager_tasks() -> Iterator[None]:
+    from config.celery import app
+
+    before = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = before
+
+
+@pytest.fixture
+def clock() -> Iterator[Any]:
+    import time_machine
+
+    with time_machine.travel(PAST, tick=False) as traveller:
+        yield traveller
+
+
+@pytest.fixture
+def wake(
+    eager_tasks: None, django_capture_on_commit_callbacks: Callable[..., Any]
+) -> Callable[[], int]:
+    from apps.jobs.services.runner import wake_due_alarms
+
+    def tick() -> int:
+        with django_capture_on_commit_callbacks(execute=True):
+            return wake_due_alarms()
+
+    return tick
