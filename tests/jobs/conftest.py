@@ -1,9 +1,8 @@
 """The fixed cast for jobs tests: an owner, an outsider, and a scheduler driven by hand.
 
-``clock`` pins the wall clock at a fixed instant in the past (the database's own ``now()``
-is later, so the kernel's alarm sweep treats every armed alarm as due, and the JobManager
-decides from the Python clock alone what is due). ``wake()`` is one minute-tick of beat:
-it casts due alarms and runs every job the alarms claimed, as the default worker would.
+``clock`` pins the app clock at a fixed instant (the alarm sweep and the JobManager both
+decide what is due by it). ``wake()`` is one minute-tick of beat: it casts due alarms and
+runs every job the alarms claimed, as the default worker would.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from django.core.cache import cache
 from apps.accounts.models import User
 from apps.accounts.services.tokens import create_token
 
-# Before any real "now", so the database clock is always ahead of the test clock.
-PAST = datetime(2025, 3, 14, 12, 0, 30, tzinfo=UTC)  # between two minute marks
+# Between two minute marks, so a job's first minute is still ahead.
+PAST = datetime(2025, 3, 14, 12, 0, 30, tzinfo=UTC)
 
 
 def make_user(name: str, **extra: object) -> User:

@@ -244,5 +244,5 @@ def test_a_duplicate_alarm_cast_claims_nothing_twice(owner, clock, wake):
     at = Job.objects.get(id=job["id"]).next_run_at
     clock.move_to(at)
     wake()
-    cast_alarm(owner.stable_user_id, at)  # the same wake delivered again
+    cast_alarm(owner.stable_user_id, at, clock_now())  # the same wake delivered again
     assert len(job_runs(owner, job["id"])) == 1

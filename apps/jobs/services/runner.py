@@ -112,7 +112,7 @@ def wake_due_alarms(now: datetime | None = None) -> int:
     while True:
         due = due_alarms(now, after, WAKE_BATCH)
         for user_id, alarm_at in due:
-            cast_alarm(user_id, alarm_at)
+            cast_alarm(user_id, alarm_at, now)
         woken += len(due)
         if len(due) < WAKE_BATCH:
             return woken
