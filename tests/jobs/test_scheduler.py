@@ -246,3 +246,10 @@ def test_a_duplicate_alarm_cast_claims_nothing_twice(owner, clock, wake):
     wake()
     cast_alarm(owner.stable_user_id, at, clock_now())  # the same wake delivered again
     assert len(job_runs(owner, job["id"])) == 1
+
+
+def test_beat_wakes_alarms_every_minute():
+    from django_celery_beat.models import PeriodicTask
+
+    wake = PeriodicTask.objects.get(task="jobs.wake_alarms")
+    assert wake.enabled and wake.crontab.minute == "*" and wake.crontab.hour == "*"

@@ -37,7 +37,7 @@ def create_wake(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("jobs", "0001_initial"),
-        ("kody", "0008_lane_dispatcher_periodic_task"),
+        ("django_celery_beat", "0019_alter_periodictasks_options"),
     ]
 
     operations = [migrations.RunPython(create_wake, migrations.RunPython.noop)]
