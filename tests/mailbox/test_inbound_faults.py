@@ -41,10 +41,28 @@ def exactly_once(owner, delivery_id: str) -> None:
     assert receives_today(owner) == 1
 
 
+def exactly_once_after(owner, delivery_id: str, message_id: str) -> None:
+    listed = Mailbox.call(owner.stable_user_id, "list_messages")["messages"]
+    assert [m["id"] for m in listed] == [message_id]
+    assert receives_today(owner) == 1
+    assert raw_blobs(owner) == [email_raw_key(owner.stable_user_id, message_id)]
+    again = inbound.deliver(RAW, address(owner), delivery_id)
+    assert (again.status, again.message_id) == ("duplicate", message_id)
+
+
 def break_once(monkeypatch, method: str, *, after: bool, error: BaseException) -> None:
     """Make one Mailbox call fail once, before running or after running (then rolled back)."""
     original = inbound._mailbox
     state = {"armed": True}
+    real_cast = inbound._mailbox_cast
+
+    def lost_cast(uid: str, name: str, **kwargs: Any) -> None:
+        if name == method and state["armed"]:
+            state["armed"] = False
+            return  # the cast never reaches the shard
+        real_cast(uid, name, **kwargs)
+
+    monkeypatch.setattr(inbound, "_mailbox_cast", lost_cast)
 
     def flaky(uid: str, name: str, **kwargs: Any) -> Any:
         if name == method and state["armed"]:
@@ -88,12 +106,39 @@ def test_graph_commit_fails_then_redelivery_lands_once(owner, monkeypatch):
     exactly_once(owner, "f-commit")
 
 
-def test_finalize_fails_after_the_commit_then_redelivery_lands_once(owner, monkeypatch):
-    break_once(monkeypatch, "finalize_inbound", after=False, error=RuntimeError("timeout"))
-    with pytest.raises(InboundRetry):
-        inbound.deliver(RAW, address(owner), "f-final")
-    assert len(Mailbox.call(owner.stable_user_id, "list_messages")["messages"]) == 1
-    exactly_once(owner, "f-final")
+def ledger_state(owner, delivery_id: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT state FROM "{schema_name_for(owner.stable_user_id)}".email_delivery_events'
+            " WHERE provider_event_id = %s",
+            [delivery_id],
+        )
+        return cursor.fetchone()[0]
+
+
+def test_finalize_lost_after_the_commit_then_redelivery_lands_once(owner, monkeypatch):
+    break_once(monkeypatch, "finalize_inbound", after=False, error=RuntimeError("lost"))
+    first = inbound.deliver(RAW, address(owner), "f-final")
+    assert first.status == "received"  # the graph is durable before the sender is answered
+    assert ledger_state(owner, "f-final") == "storing"
+    again = inbound.deliver(RAW, address(owner), "f-final")
+    assert (again.status, again.message_id) == ("received", first.message_id)
+    assert ledger_state(owner, "f-final") == "received"
+    exactly_once_after(owner, "f-final", first.message_id)
+
+
+def test_finalize_lost_and_never_redelivered_is_finalized_by_the_alarm(owner, monkeypatch):
+    break_once(monkeypatch, "finalize_inbound", after=False, error=RuntimeError("lost"))
+    first = inbound.deliver(RAW, address(owner), "f-final-alarm")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'UPDATE "{schema_name_for(owner.stable_user_id)}".email_delivery_events'
+            " SET reconcile_after = %s",
+            [timezone.now()],
+        )
+    Mailbox.call(owner.stable_user_id, "run_retention_now")
+    assert ledger_state(owner, "f-final-alarm") == "received"
+    exactly_once_after(owner, "f-final-alarm", first.message_id)
 
 
 def test_worker_killed_between_blob_and_commit_then_redelivery_lands_once(owner, monkeypatch):

@@ -153,13 +153,23 @@ def test_retention_prunes_delivery_events_after_90_days(owner):
     assert Mailbox.call(uid, "count")["messages"] == 1
 
 
-def test_writes_schedule_the_retention_alarm(owner):
-    deliver(owner, 1)
+def alarm_at(owner):
     with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT at FROM "{schema_name_for(owner.stable_user_id)}".actor_alarms'
             " WHERE actor = %s",
             [Mailbox.name],
         )
-        (at,) = cursor.fetchone()
-    assert timezone.now() < at <= timezone.now() + timedelta(days=366)
+        found = cursor.fetchone()
+    return found[0] if found else None
+
+
+def test_a_delivery_sets_an_alarm_and_each_pass_schedules_the_next_retention(owner):
+    deliver(owner, 1)
+    assert timezone.now() < alarm_at(owner) <= timezone.now() + timedelta(hours=1, minutes=1)
+    with connection.cursor() as cursor:  # the alarm fires: the clock deletes its row first
+        cursor.execute(f'DELETE FROM "{schema_name_for(owner.stable_user_id)}".actor_alarms')
+    Mailbox.call(owner.stable_user_id, "run_retention_now")
+    # Next due: the 90-day delivery-event expiry (before the message's 365 days).
+    due = alarm_at(owner) - timezone.now()
+    assert timedelta(days=89) < due <= timedelta(days=90)

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
+from apps.entitlements.actor import UserMeter
 from apps.mailbox import errors
 from apps.mailbox.actor import models as m
 from apps.mailbox.models import EmailOutboundProviderIndex
@@ -159,6 +160,8 @@ class Mailbox(Actor):
     # --- owner identity --------------------------------------------------------------------
 
     def _check_owner(self) -> None:
+        if getattr(self, "_owner_checked", False):  # a method calling another, same call
+            return
         owner = m.MailboxOwnerIdentity.objects.filter(id=1).values_list("owner_id", flat=True)
         found = owner.first()
         if found is None:
@@ -168,6 +171,7 @@ class Mailbox(Actor):
             )
         elif found != self.user_id:
             raise OwnerMismatch("this mailbox belongs to another owner")
+        self._owner_checked = True
 
     def _raw_key(self, message_id: str) -> str:
         return email_raw_key(self.user_id, message_id)
@@ -205,47 +209,63 @@ class Mailbox(Actor):
         fingerprint: str,
         raw_size: int,
         stored_limit: int | None = None,
+        charge: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Compare-and-set dedupe: the first claim of a delivery id wins and fixes its message id.
+        """Compare-and-set dedupe, then (with ``charge``) the charge and a storing lease.
 
-        Answers ``claimed`` (first time), ``retry`` (an unfinished earlier attempt: same message
-        id, continue), ``duplicate`` (already received) or ``rejected`` (already refused).
+        The first claim of a delivery id wins and fixes its message id; a replay answers
+        ``duplicate`` (already received) or ``rejected`` (already refused). With ``charge``
+        (``{"resource", "day", "limit"}``) the winner is charged through the UserMeter in this
+        same transaction — idempotent per delivery id, so a retry never pays twice — the
+        pending snapshot records it, and a fresh storing lease is handed out: ``storing``.
+        Without ``charge`` the answer is ``claimed`` or ``retry`` and ``begin_storing`` follows.
         """
         now = timezone.now()
         ev = self._ledger(delivery_id)
-        if ev is not None:
-            if ev.state == "received":
-                return {"outcome": "duplicate", "messageId": ev.message_id}
-            if ev.state == "rejected":
-                return {"outcome": "rejected", "reason": ev.detail_json.get("reason")}
-            ev.state = "pending" if ev.state == "orphan-cleaned" else ev.state
-            ev.updated_at = now
-            ev.save(update_fields=["state", "updated_at"])
-            return {
-                "outcome": "retry",
-                "messageId": ev.detail_json["messageId"],
-                "charged": ev.usage_started_at is not None,
-            }
-        if stored_limit is not None and m.EmailMessage.objects.count() >= stored_limit:
-            self._record_rejection(delivery_id, inbox_id, "mailbox_full", now, raw_size)
-            return {"outcome": "rejected", "reason": "mailbox_full"}
-        message_id = _new_id()
-        m.EmailDeliveryEvent.objects.create(
-            id=_new_id(),
-            inbox_id=inbox_id,
-            event_type="receive_started",
-            provider=INBOUND_PROVIDER,
-            provider_event_id=delivery_id,
-            detail_json={"messageId": message_id, "rawSize": raw_size},
-            state="pending",
-            fingerprint=fingerprint,
-            reconcile_after=now + STALE_DELIVERY,
-            dedupe_expires_at=now + timedelta(hours=48),
-            created_at=now,
-            updated_at=now,
-        )
-        self.set_alarm(now + STALE_DELIVERY)
-        return {"outcome": "claimed", "messageId": message_id, "charged": False}
+        if ev is not None and ev.state == "received":
+            return {"outcome": "duplicate", "messageId": ev.message_id}
+        if ev is not None and ev.state == "rejected":
+            return {"outcome": "rejected", "reason": ev.detail_json.get("reason")}
+        outcome = "retry"
+        if ev is None:
+            if stored_limit is not None and m.EmailMessage.objects.count() >= stored_limit:
+                self._record_rejection(delivery_id, inbox_id, "mailbox_full", now, raw_size)
+                return {"outcome": "rejected", "reason": "mailbox_full"}
+            outcome = "claimed"
+            ev = m.EmailDeliveryEvent.objects.create(
+                id=_new_id(),
+                inbox_id=inbox_id,
+                event_type="receive_started",
+                provider=INBOUND_PROVIDER,
+                provider_event_id=delivery_id,
+                detail_json={"messageId": _new_id(), "rawSize": raw_size},
+                state="pending",
+                fingerprint=fingerprint,
+                reconcile_after=now + STALE_DELIVERY,
+                dedupe_expires_at=now + timedelta(hours=48),
+                created_at=now,
+                updated_at=now,
+            )
+            self.set_alarm(now + STALE_DELIVERY)
+        elif ev.state == "orphan-cleaned":
+            ev.state = "pending"
+            ev.save(update_fields=["state"])
+        message_id = ev.detail_json["messageId"]
+        if charge is None:
+            charged = ev.usage_started_at is not None
+            return {"outcome": outcome, "messageId": message_id, "charged": charged}
+        if ev.usage_started_at is None:
+            # The same user's meter, in this transaction (the kernel holds this user's lock).
+            reading = UserMeter(self.context).consume_inbound_delivery(
+                delivery_id=delivery_id,
+                resource=charge["resource"],
+                day=charge["day"],
+                limit=int(charge["limit"]),
+            )
+            if not reading.get("allowed"):
+                self.reject_delivery(delivery_id, "daily_limit_reached")
+                return {"outcome": "rejected", "reason": "daily_limit_reached"}
+        return {"outcome": "storing", **self._begin_storing(ev)}
 
     @owned
     def begin_storing(self, delivery_id: str) -> dict[str, Any]:
@@ -253,6 +273,9 @@ class Mailbox(Actor):
         ev = self._ledger(delivery_id)
         if ev is None or ev.state not in ("pending", "storing"):
             raise errors.DeliveryNotClaimed(details={"state": ev.state if ev else None})
+        return self._begin_storing(ev)
+
+    def _begin_storing(self, ev: m.EmailDeliveryEvent) -> dict[str, Any]:
         now = timezone.now()
         ev.usage_started_at = ev.usage_started_at or now
         ev.usage_effect_recorded_at = ev.usage_effect_recorded_at or now
@@ -306,7 +329,7 @@ class Mailbox(Actor):
         ev.message_id = message_id
         ev.updated_at = now
         ev.save(update_fields=["expected_attachment_count", "message_id", "updated_at"])
-        self.set_alarm(now + MESSAGE_RETENTION)
+        # No alarm here: the claim set one, and every alarm pass schedules the next retention.
         return {"messageId": message_id, "created": True}
 
     @owned
@@ -847,14 +870,23 @@ class Mailbox(Actor):
             ).delete()
 
     def _reconcile_stale(self, now: datetime) -> None:
-        """A delivery stuck mid-way with no graph: delete its blob so nothing is orphaned."""
+        """A delivery stuck mid-way: finalize it if its graph committed, else delete its blob
+        so nothing is orphaned (a later redelivery starts over and is not charged again)."""
         stale = m.EmailDeliveryEvent.objects.filter(
             provider=INBOUND_PROVIDER, state__in=("pending", "storing"), reconcile_after__lte=now
         )
         for ev in stale[:BATCH]:
             message_id = ev.detail_json.get("messageId")
             if message_id and m.EmailMessage.objects.filter(id=message_id).exists():
-                continue  # committed but not finalized: the redelivery finalizes it
+                # Committed, but the finalize was lost: the graph is there, so it was received.
+                ev.state = "received"
+                ev.event_type = "received"
+                ev.message_id = message_id
+                ev.storage_lease = None
+                ev.reconcile_after = None
+                ev.updated_at = now
+                ev.save()
+                continue
             try:
                 if message_id:
                     blobstore.delete(self._raw_key(message_id))

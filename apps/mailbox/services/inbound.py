@@ -6,10 +6,12 @@ repeat with the same delivery id:
 1. the Mailbox's compare-and-set on the delivery id picks the winner and fixes the message id
    (a replay of a finished delivery answers ``duplicate`` or its rejection);
 2. the UserMeter charges ``email_receives_per_day`` once per delivery id;
-3. the Mailbox records the charge and hands out a storing lease;
+3. the Mailbox records the charge and hands out a storing lease
+   (1–3 are one Mailbox call: the user's meter runs inline in the same transaction);
 4. the raw MIME goes to ``email-raw:v1:{userId}/{messageId}`` (overwrite: one object per key);
 5. one Mailbox transaction commits thread + message + attachments under that lease;
-6. the Mailbox finalizes the delivery as received.
+6. the Mailbox finalizes the delivery as received (cast: the graph is already durable; the
+   alarm finalizes a committed delivery whose finalize was lost).
 
 A failure anywhere from 2 on raises ``InboundRetry``: the sender retries with the same
 delivery id and the steps above make that land exactly one message, one charge, one blob. A
@@ -24,12 +26,14 @@ from typing import Any
 
 from apps.entitlements import services as entitlements
 from apps.entitlements.plans import limit_for
+from apps.entitlements.services.enforcement import utc_day
 from apps.mailbox.actor import Mailbox
 from apps.mailbox.services import blobstore, inboxes, mime, routing, sender_rules
 from kody.blobs.keys import email_raw_key
 from kody.errors import KodyError
 
 log = logging.getLogger(__name__)
+RECEIVES = "email_receives_per_day"
 
 
 class InboundRetry(KodyError):
@@ -59,6 +63,7 @@ def deliver(
     delivery_id = delivery_id or delivery_id_for(raw, recipient)
     route = routing.resolve(recipient)
     if route.kind == "system":
+        # Imported here: system mail reuses this module's Outcome and InboundRetry.
         from apps.system_email.services import inbound as system_inbound
 
         return system_inbound.deliver(raw, route.base_local, delivery_id, envelope_from)
@@ -69,6 +74,11 @@ def deliver(
 
 def _mailbox(uid: str, method: str, **kwargs: Any) -> Any:
     return Mailbox.call(uid, method, **kwargs)
+
+
+def _mailbox_cast(uid: str, method: str, **kwargs: Any) -> None:
+    key = f"{method}:{kwargs.get('delivery_id')}:{kwargs.get('lease')}"
+    Mailbox.cast(uid, method, idempotency_key=key, **kwargs)
 
 
 def _deliver_to_user(raw: bytes, user: Any, delivery_id: str, envelope_from: str | None) -> Outcome:
@@ -86,6 +96,12 @@ def _deliver_to_user(raw: bytes, user: Any, delivery_id: str, envelope_from: str
             _mailbox(uid, "reject_delivery", delivery_id=delivery_id, reason="inbox_disabled")
         )
     plan = entitlements.cached_plan(uid)
+    parsed = mime.parse(raw)
+    effect = sender_rules.effect_for(uid, parsed.message["from_address"])
+    if effect == "block":
+        return _terminal(
+            _mailbox(uid, "reject_delivery", delivery_id=delivery_id, reason="sender_blocked")
+        )
     claim = _mailbox(
         uid,
         "claim_delivery",
@@ -94,14 +110,18 @@ def _deliver_to_user(raw: bytes, user: Any, delivery_id: str, envelope_from: str
         fingerprint=mime.fingerprint(raw),
         raw_size=len(raw),
         stored_limit=limit_for(plan, "stored_email_messages"),
+        charge={
+            "resource": RECEIVES,
+            "day": utc_day(),
+            "limit": limit_for(plan, RECEIVES),
+        },
     )
     if claim["outcome"] == "duplicate":
         return Outcome("duplicate", claim["messageId"])
     if claim["outcome"] == "rejected":
         return Outcome("rejected", reason=claim["reason"])
-    message_id = claim["messageId"]
     try:
-        return _store(raw, user, inbox.id, delivery_id, message_id, envelope_from, plan)
+        return _store(raw, parsed, effect, uid, inbox.id, delivery_id, claim, envelope_from, plan)
     except KodyError as exc:
         if isinstance(exc, InboundRetry):
             raise
@@ -120,27 +140,16 @@ def _terminal(done: dict[str, Any]) -> Outcome:
 
 def _store(
     raw: bytes,
-    user: Any,
+    parsed: mime.Parsed,
+    effect: str | None,
+    uid: str,
     inbox_id: str,
     delivery_id: str,
-    message_id: str,
+    claim: dict[str, Any],
     envelope_from: str | None,
     plan: Any,
 ) -> Outcome:
-    uid = user.stable_user_id
-    parsed = mime.parse(raw)
-    effect = sender_rules.effect_for(uid, parsed.message["from_address"])
-    if effect == "block":
-        return _terminal(
-            _mailbox(uid, "reject_delivery", delivery_id=delivery_id, reason="sender_blocked")
-        )
-    try:
-        entitlements.consume_inbound_delivery(user, delivery_id)
-    except entitlements.LimitReached:
-        return _terminal(
-            _mailbox(uid, "reject_delivery", delivery_id=delivery_id, reason="daily_limit_reached")
-        )
-    lease = _mailbox(uid, "begin_storing", delivery_id=delivery_id)["lease"]
+    message_id, lease = claim["messageId"], claim["lease"]
     cap = limit_for(plan, "email_message_bytes")
     stored, attachments = raw, parsed.attachments
     if len(raw) > cap:
@@ -168,5 +177,8 @@ def _store(
         message=message,
         attachments=rows,
     )
-    _mailbox(uid, "finalize_inbound", delivery_id=delivery_id, lease=lease)
+    # The graph is durable: the sender may hear "received" now. Finalizing is cast, in order
+    # behind the commit on the user's shard; if it is lost, a redelivery or the Mailbox alarm
+    # (stale storing delivery whose graph exists) finalizes it.
+    _mailbox_cast(uid, "finalize_inbound", delivery_id=delivery_id, lease=lease)
     return Outcome("received", message_id)
