@@ -234,9 +234,15 @@ def _table_page(owner: Owner, target: TableTarget, cursor: str | None, limit: in
         f"SELECT {', '.join(quote(c) for c in columns)} FROM {quote(target.table)}"
         f" WHERE {where} ORDER BY {quote(key)} LIMIT %s"
     )
+    json_columns = _json_columns(target.table)
     with connection.cursor() as db:
         db.execute(sql, [*params, limit + 1])
         rows = [dict(zip(columns, row, strict=True)) for row in db.fetchall()]
+    for row in rows:
+        for column in json_columns & row.keys():
+            # Django's psycopg loader hands jsonb back as text; export the JSON itself.
+            if isinstance(row[column], str):
+                row[column] = json.loads(row[column])
     more = len(rows) > limit
     rows = rows[:limit]
     for row in rows:
@@ -248,6 +254,18 @@ def _table_page(owner: Owner, target: TableTarget, cursor: str | None, limit: in
         "rows": json.loads(json.dumps(rows, cls=ExportEncoder)),
         "redacted": sorted(hidden),
         "nextCursor": next_cursor,
+    }
+
+
+def _json_columns(table: str) -> set[str]:
+    from django.db import models
+
+    from apps.accounts.ownership import model_for_table
+
+    return {
+        f.column
+        for f in model_for_table(table)._meta.concrete_fields
+        if isinstance(f, models.JSONField)
     }
 
 

@@ -1,0 +1,152 @@
+"""Export → delete → import → delete: the promise that people can take their data and leave."""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.files.base import ContentFile
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from apps.accounts.models import User
+from apps.accounts.services import tokens
+from apps.packages.models import McpMemory, ValueBucket, ValueEntry
+from config.buckets import bucket_storages
+from kody import blobs
+from kody.blobs.keys import email_raw_key
+from tests.accounts.test_deletion import traces_of
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
+
+# Columns that legitimately differ after an import: new auto-increment keys and new users.id.
+RENUMBERED = {"id", "user_id"}
+
+
+@pytest.fixture(autouse=True)
+def _setup(settings, tmp_path):  # type: ignore[no-untyped-def]
+    settings.KODY_ACTORS_INLINE = True
+    conf = bucket_storages(
+        use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path / "var"
+    )
+    with override_settings(STORAGES={**django_settings.STORAGES, **conf}):
+        yield
+
+
+def make_owner() -> User:
+    suffix = secrets.token_hex(3)
+    user = User.objects.create_user(
+        username=f"owner-{suffix}", email=f"owner-{suffix}@example.com", password="pw-1234567"
+    )
+    bucket = ValueBucket.objects.create(
+        id=secrets.token_hex(8), user_id=user.stable_user_id, scope="user"
+    )
+    for n in range(5):
+        ValueEntry.objects.create(bucket=bucket, name=f"v{n}", value=f"value {n} ünïcode")
+    McpMemory.objects.create(
+        id=secrets.token_hex(8),
+        user_id=user.stable_user_id,
+        subject="coffee",
+        summary="likes it strong",
+    )
+    tokens.create_token(user, name="laptop")
+    key = email_raw_key(user.stable_user_id, "m1")
+    blobs.bucket("email_blobs").save(key, ContentFile(bytes(range(256)) * 2000))
+    return user
+
+
+def export(email: str, out: Path) -> Path:
+    call_command("export_account", email, "--out", str(out), "--no-progress", stdout=io.StringIO())
+    return out
+
+
+def table_rows(directory: Path) -> dict[str, list[dict]]:
+    found = {}
+    for path in sorted((directory / "sections").glob("d1_table.*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        found[path.name[len("d1_table.") : -len(".jsonl")]] = sorted(
+            
+                json.dumps({k: v for k, v in row.items() if k not in RENUMBERED}, sort_keys=True)
+                for row in rows
+            
+        )
+    return found
+
+
+def test_export_delete_import_delete(tmp_path):
+    owner = make_owner()
+    email, stable = owner.email, owner.stable_user_id
+    first = export(email, tmp_path / "first")
+    call_command("purge_account", email, "--yes", stdout=io.StringIO())
+    assert not User.objects.filter(stable_user_id=stable).exists()
+
+    out = io.StringIO()
+    call_command("import_account", str(first), stdout=out)
+    printed = out.getvalue()
+    assert "not imported access_tokens: credentials" in printed
+    imported = User.objects.get(stable_user_id=stable)
+    assert imported.email == email and not imported.has_usable_password()
+    assert ValueEntry.objects.filter(bucket__user_id=stable).count() == 5
+    assert McpMemory.objects.get(user_id=stable).summary == "likes it strong"
+    key = email_raw_key(stable, "m1")
+    assert blobs.bucket("email_blobs").open(key).read() == bytes(range(256)) * 2000
+
+    second = export(email, tmp_path / "second")
+    before, after = table_rows(first), table_rows(second)
+    for table in ("value_buckets", "value_entries", "mcp_memories"):
+        assert after[table] == before[table], table
+    assert before["access_tokens"] and "access_tokens" not in {
+        t for t, rows in after.items() if rows
+    }
+
+    call_command("purge_account", email, "--yes", stdout=io.StringIO())
+    assert traces_of(stable, email) == []
+    assert list(blobs.list_prefix("email_blobs", f"email-raw:v1:{stable}/")) == []
+
+
+def test_import_refuses_a_tampered_export_and_writes_nothing(tmp_path):
+    owner = make_owner()
+    first = export(owner.email, tmp_path / "first")
+    call_command("purge_account", owner.email, "--yes", stdout=io.StringIO())
+    entries = first / "sections" / "d1_table.value_entries.jsonl"
+    entries.write_text(entries.read_text().replace("value 1", "value X"))
+    with pytest.raises(CommandError, match="checksum mismatch"):
+        call_command("import_account", str(first), stdout=io.StringIO())
+    assert not User.objects.filter(stable_user_id=owner.stable_user_id).exists()
+
+
+def test_import_refuses_an_account_that_exists_and_a_future_schema(tmp_path):
+    owner = make_owner()
+    first = export(owner.email, tmp_path / "first")
+    with pytest.raises(CommandError, match="already exists"):
+        call_command("import_account", str(first), stdout=io.StringIO())
+    manifest = json.loads((first / "manifest.json").read_text())
+    manifest["schemaVersion"] = 2
+    (first / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CommandError, match="schema version"):
+        call_command("import_account", str(first), stdout=io.StringIO())
+
+
+def test_a_failure_mid_import_leaves_no_rows(tmp_path, monkeypatch):
+    from apps.accounts.export import importer
+
+    owner = make_owner()
+    stable = owner.stable_user_id
+    first = export(owner.email, tmp_path / "first")
+    call_command("purge_account", owner.email, "--yes", stdout=io.StringIO())
+    real = importer._import_table
+
+    def fail_on_memories(directory, target, *args):  # type: ignore[no-untyped-def]
+        if target.table == "mcp_memories":
+            raise RuntimeError("disk full")
+        return real(directory, target, *args)
+
+    monkeypatch.setattr(importer, "_import_table", fail_on_memories)
+    with pytest.raises(RuntimeError):
+        call_command("import_account", str(first), "--no-reindex", stdout=io.StringIO())
+    assert not User.objects.filter(stable_user_id=stable).exists()
+    assert not ValueBucket.objects.filter(user_id=stable).exists()
