@@ -69,10 +69,8 @@ def table_rows(directory: Path) -> dict[str, list[dict]]:
     for path in sorted((directory / "sections").glob("d1_table.*.jsonl")):
         rows = [json.loads(line) for line in path.read_text().splitlines()]
         found[path.name[len("d1_table.") : -len(".jsonl")]] = sorted(
-            
-                json.dumps({k: v for k, v in row.items() if k not in RENUMBERED}, sort_keys=True)
-                for row in rows
-            
+            json.dumps({k: v for k, v in row.items() if k not in RENUMBERED}, sort_keys=True)
+            for row in rows
         )
     return found
 
