@@ -480,9 +480,31 @@ def target_tables() -> set[str]:
     return {target.table for target in USER_TABLE_TARGETS}
 
 
+# The kernel's own tables that name a user: each is cleaned by the out-of-band step, never by
+# the one-transaction table pass (the reason says by what).
+KERNEL_TABLES: tuple[ExcludedTable, ...] = (
+    ExcludedTable(
+        "kody_user_schemas",
+        "registry of per-user schemas; kody.userschema.schemas.purge_schema drops the user's "
+        "schema and its row in the out-of-band step",
+    ),
+    ExcludedTable(
+        "kody_vectors",
+        "derived vectors; kody.vectors.index.delete_all_for_user (namespace and owner column) in "
+        "the out-of-band step; rebuilt by reindex after an import",
+    ),
+)
+
+
 def declared_tables() -> set[str]:
     return (
         target_tables()
         | {t.table for t in OPERATOR_OWNED_TABLES}
         | {t.table for t in GLOBAL_TABLES}
+        | {t.table for t in KERNEL_TABLES}
     )
+
+
+def declared_prefixes(kind: str) -> list[str]:
+    """Declared key families of ``kind`` (``blob_prefix`` or ``kv_prefix``), placeholders kept."""
+    return [surface.name for surface in OUT_OF_BAND_SURFACES if surface.kind == kind]

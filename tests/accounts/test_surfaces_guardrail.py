@@ -94,7 +94,6 @@ def test_every_user_owned_table_is_declared(columns):
         if any(OWNERSHIP_COLUMN.match(col) for col in cols)
         and table not in surfaces.declared_tables()
         and not table.startswith(("django_", "auth_"))
-        and not table.startswith("kody_")
     )
     assert undeclared == [], (
         "tables with a user-ownership column must be declared in apps/accounts/surfaces.py "
@@ -110,7 +109,11 @@ def test_declarations_name_real_tables_and_columns(columns):
             continue
         stale += [f"{target.table}.{c}" for c in target.columns if c not in columns[target.table]]
         stale += [f"{target.table}.{c}" for c in target.redact if c not in columns[target.table]]
-    for excluded in (*surfaces.OPERATOR_OWNED_TABLES, *surfaces.GLOBAL_TABLES):
+    for excluded in (
+        *surfaces.OPERATOR_OWNED_TABLES,
+        *surfaces.GLOBAL_TABLES,
+        *surfaces.KERNEL_TABLES,
+    ):
         if excluded.table not in columns:
             stale.append(excluded.table)
     assert stale == [], f"surfaces.py names tables/columns that do not exist: {stale}"
@@ -166,3 +169,66 @@ def test_every_actor_hook_is_an_exposed_deletion_safe_method():
         for hook in filter(None, (surface.purge, surface.export_pages, surface.blob_references)):
             assert hook in actor.exposed_methods(), f"{name}.{hook} is not callable"
             assert is_deletion_safe(actor, hook), f"{name}.{hook} lacks @deletion_safe"
+
+
+# --- blob and KV key families --------------------------------------------------------------
+
+
+def _family(pattern: str) -> re.Pattern[str]:
+    """A declared prefix with ``{placeholders}`` as a regex matching the start of a key."""
+    parts = re.split(r"\{[A-Za-z]+\}", pattern)
+    return re.compile("^" + "[^/:]+".join(re.escape(part) for part in parts))
+
+
+def _built_blob_keys() -> dict[str, str]:
+    """One key or prefix from every builder in kody.blobs.keys, with made-up segments."""
+    import inspect
+
+    from kody.blobs import keys
+
+    built = {}
+    for name, function in inspect.getmembers(keys, inspect.isfunction):
+        if name.startswith("_") or function.__module__ != keys.__name__:
+            continue
+        arguments = {
+            parameter: ("png" if parameter == "extension" else f"seg{n}")
+            for n, parameter in enumerate(inspect.signature(function).parameters)
+        }
+        built[name] = function(**arguments)
+    return built
+
+
+def test_every_blob_key_builder_falls_under_a_declared_prefix():
+    declared = [_family(p) for p in surfaces.declared_prefixes("blob_prefix")]
+    built = _built_blob_keys()
+    assert built, "no blob key builders found"
+    undeclared = sorted(
+        name for name, key in built.items() if not any(f.match(key) for f in declared)
+    )
+    assert undeclared == [], f"blob keys with no declared prefix in surfaces.py: {undeclared}"
+
+
+def test_every_declared_blob_prefix_is_built_somewhere():
+    built = list(_built_blob_keys().values())
+    stale = [
+        pattern
+        for pattern in surfaces.declared_prefixes("blob_prefix")
+        if not any(_family(pattern).match(key) for key in built)
+    ]
+    assert stale == [], f"declared blob prefixes no key builder produces: {stale}"
+
+
+def test_every_declared_blob_prefix_names_a_real_bucket():
+    from config.buckets import BUCKETS
+
+    for surface in surfaces.OUT_OF_BAND_SURFACES:
+        if surface.kind == "blob_prefix":
+            assert surface.extra.get("bucket") in BUCKETS, surface.name
+
+
+def test_user_scoped_kv_families_and_declarations_match():
+    from kody.kv import keys
+
+    built = {prefix.replace("seg", "{userId}") for prefix in keys.user_prefixes("seg")}
+    declared = set(surfaces.declared_prefixes("kv_prefix"))
+    assert built == declared, f"KV families built {sorted(built)} vs declared {sorted(declared)}"
