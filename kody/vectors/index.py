@@ -40,8 +40,12 @@ def _owner(user_id: str) -> str:
 
 
 def _upsert(namespace: str, items: Sequence[Item]) -> None:
+    _write([(namespace, item) for item in items])
+
+
+def _write(rows: Sequence[tuple[str, Item]]) -> None:
     tag = model_tag()
-    rows = [
+    entries = [
         VectorEntry(
             namespace=namespace,
             vector_id=item.vector_id,
@@ -50,14 +54,19 @@ def _upsert(namespace: str, items: Sequence[Item]) -> None:
             metadata=item.metadata,
             model=tag,
         )
-        for item in items
+        for namespace, item in rows
     ]
     VectorEntry.objects.bulk_create(
-        rows,
+        entries,
         update_conflicts=True,
         unique_fields=["namespace", "vector_id"],
         update_fields=["owner_user_id", "embedding", "metadata", "model", "updated_at"],
     )
+
+
+def upsert_for_owners(rows: Sequence[tuple[str, Item]]) -> None:
+    """One write for many users' vectors (a reindex batch); each row is its owner's."""
+    _write([(_owner(user_id), item) for user_id, item in rows])
 
 
 def upsert(

@@ -12,6 +12,7 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.db import transaction
 
@@ -23,6 +24,8 @@ from kody.kv import store
 from kody.vectors import index
 
 KINDS = ("memory", "capability")
+# A cursor names no user (its scope is hashed) and expires, so deletion need not find it.
+CURSOR_TTL = timedelta(days=7)
 Progress = Callable[[int], None]
 
 
@@ -82,7 +85,7 @@ def reindex_memories(opts: Options, summary: Summary, progress: Progress) -> Non
         with transaction.atomic():
             result = search_index.index_memories(batch, force=opts.force)
             after = batch[-1].id
-            store.put_json(key, {"after": after})
+            store.put_json(key, {"after": after}, ttl=CURSOR_TTL)
         summary.scanned += len(batch)
         summary.embedded += result.embedded
         summary.skipped += result.skipped
@@ -100,20 +103,17 @@ def _sweep_memory_orphans(opts: Options) -> int:
     after = None
     while page := index.ids_after(opts.user_id, "memory", after, 1000):
         after = page[-1]
-        by_namespace: dict[str, list[str]] = {}
+        live = set(
+            McpMemory.objects.filter(id__in={_raw_memory_id(vid) for _, vid in page})
+            .exclude(status=MemoryStatus.DELETED)
+            .values_list("user_id", "id")
+        )
+        orphans: dict[str, list[str]] = {}
         for namespace, vid in page:
-            by_namespace.setdefault(namespace, []).append(vid)
-        for namespace, vids in by_namespace.items():
-            live = {
-                search_index.memory_vector_id(m)
-                for m in McpMemory.objects.filter(user_id=namespace)
-                .exclude(status=MemoryStatus.DELETED)
-                .filter(id__in=[_raw_memory_id(v) for v in vids])
-                .values_list("id", flat=True)
-            }
-            orphans = [v for v in vids if v not in live]
-            if orphans:
-                deleted += search_index.remove(namespace, orphans)
+            if (namespace, _raw_memory_id(vid)) not in live:
+                orphans.setdefault(namespace, []).append(vid)
+        for namespace, vids in orphans.items():
+            deleted += search_index.remove(namespace, vids)
     return deleted
 
 

@@ -74,14 +74,18 @@ def sync(docs: Sequence[Doc], *, force: bool = False) -> SyncResult:
     ]
     if todo:
         vectors = embedder.embed([d.text[:EMBED_TEXT_LIMIT] for d in todo])
-        by_namespace: dict[str, list[index.Item]] = defaultdict(list)
+        builtin: list[index.Item] = []
+        owned: list[tuple[str, index.Item]] = []
         for doc, vector in zip(todo, vectors, strict=True):
-            by_namespace[doc.namespace].append(index.Item(doc.vector_id, vector, doc.metadata))
-        for namespace, items in by_namespace.items():
-            if namespace == index.BUILTIN_NAMESPACE:
-                index.upsert_builtin_many(items)
+            item = index.Item(doc.vector_id, vector, doc.metadata)
+            if doc.namespace == index.BUILTIN_NAMESPACE:
+                builtin.append(item)
             else:
-                index.upsert_many(namespace, items)
+                owned.append((doc.namespace, item))
+        if builtin:
+            index.upsert_builtin_many(builtin)
+        if owned:
+            index.upsert_for_owners(owned)
         _record(todo, prints)
     return SyncResult(embedded=len(todo), skipped=len(docs) - len(todo))
 
