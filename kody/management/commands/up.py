@@ -2,7 +2,9 @@
 
 This is README command one's last step. Every child runs in its own process group; if any
 child exits, the others are stopped and the command exits non-zero, so a supervisor (or a
-person at a terminal) sees a failure instead of a half-running system.
+person at a terminal) sees a failure instead of a half-running system. The embedded Postgres
+and Redis (used when ``DATABASE_URL`` / ``REDIS_URL`` are unset) are watched the same way:
+if either dies everything stops, and Ctrl-C stops them too, after the processes using them.
 """
 
 from __future__ import annotations
@@ -18,11 +20,37 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandParser
 
+from config.env import envstr
+from kody import embedded
 from kody.actors.topology import worker_commands
 
 
 def _celery_commands(python: str) -> list[tuple[str, list[str]]]:
     return [(_name_of(argv), argv) for argv in worker_commands(python)]
+
+
+class EmbeddedService:
+    """An embedded server this command watches and stops: its pid, and how to stop it."""
+
+    def __init__(self, name: str, pid: Any, stop: Any) -> None:
+        self.name, self._pid, self._stop = name, pid, stop
+        self.pid = pid()
+
+    def alive(self) -> bool:
+        return embedded.alive(self.pid)
+
+    def stop(self) -> None:
+        if self.alive():
+            self._stop()
+
+
+def _embedded_services() -> list[EmbeddedService]:
+    services = []
+    if not envstr("DATABASE_URL"):
+        services.append(EmbeddedService("postgres", embedded.postgres_pid, embedded.stop_postgres))
+    if not envstr("REDIS_URL"):
+        services.append(EmbeddedService("redis", embedded.redis_pid, embedded.stop_redis))
+    return [service for service in services if service.pid is not None]
 
 
 def _name_of(argv: list[str]) -> str:
@@ -67,11 +95,16 @@ class Command(BaseCommand):
         if not options["no_workers"]:
             children += _celery_commands(python)
 
+        services = _embedded_services()
         procs = [(name, subprocess.Popen(argv, start_new_session=True)) for name, argv in children]
         url = f"http://{options['host']}:{options['port']}/"
         self.stdout.write(self.style.SUCCESS(f"Kody is starting: open {url}"))
         self.stdout.write(
-            "Processes: " + ", ".join(f"{name} (pid {proc.pid})" for name, proc in procs)
+            "Processes: "
+            + ", ".join(
+                [f"{name} (pid {proc.pid})" for name, proc in procs]
+                + [f"embedded {service.name} (pid {service.pid})" for service in services]
+            )
         )
         self.stdout.write(
             "Create the first operator account with:\n"
@@ -79,10 +112,12 @@ class Command(BaseCommand):
             "then sign in at " + url + "admin/ . Stop everything with Ctrl-C."
         )
         sys.stdout.flush()
-        code = self._supervise(procs)
+        code = self._supervise(procs, services)
         sys.exit(code)
 
-    def _supervise(self, procs: list[tuple[str, subprocess.Popen]]) -> int:
+    def _supervise(
+        self, procs: list[tuple[str, subprocess.Popen]], services: list[EmbeddedService]
+    ) -> int:
         stopping = False
 
         def stop(signum: int, frame: object) -> None:
@@ -97,6 +132,9 @@ class Command(BaseCommand):
                 if proc.poll() is not None:
                     exited = (name, proc.returncode)
                     break
+            for service in services:
+                if exited is None and not service.alive():
+                    exited = (f"embedded {service.name}", -1)
             time.sleep(0.2)
         for _, proc in procs:
             if proc.poll() is None:
@@ -107,6 +145,14 @@ class Command(BaseCommand):
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+        # Redis first (its append-only file is flushed on shutdown), then Postgres.
+        for service in reversed(services):
+            try:
+                service.stop()
+            except Exception as exc:
+                self.stderr.write(f"could not stop embedded {service.name}: {exc}")
+        if services:
+            self.stdout.write("Stopped " + ", ".join(f"embedded {s.name}" for s in services) + ".")
         if exited is not None:
             self.stderr.write(f"{exited[0]} exited with status {exited[1]}; stopped the rest.")
             return 1

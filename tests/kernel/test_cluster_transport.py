@@ -1,0 +1,157 @@
+"""The shard transport on a three-node Redis Cluster the test starts from the same binary.
+
+Every key of a shard carries the hash tag ``{actors.shard-N}``, so a shard lives in one slot
+and its Lua scripts run on one node; different shards spread over the nodes. The cluster
+client is chosen from the URL (``redis+cluster://``).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.crc import key_slot
+
+from kody import embedded
+from kody.actors import transport
+from kody.actors.worker import ShardConsumer
+from tests.kernel.sample_actors import Probe
+
+pytestmark = [pytest.mark.queue, pytest.mark.django_db(transaction=True)]
+
+SLOTS = 16384
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[list[int]]:
+    ports = _free_ports(3)
+    procs = []
+    for port in ports:
+        node_dir = tmp_path / f"node-{port}"
+        node_dir.mkdir()
+        argv = [
+            embedded._redis_executable(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            str(node_dir / "nodes.conf"),
+            "--dir",
+            str(node_dir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ]
+        procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
+    try:
+        nodes = [redis.Redis(port=port) for port in ports]
+        for node in nodes:
+            _wait(lambda node=node: _pings(node), "a node to start")
+        bounds = [SLOTS * i // len(ports) for i in range(len(ports) + 1)]
+        for index, node in enumerate(nodes):
+            node.execute_command("CLUSTER ADDSLOTSRANGE", bounds[index], bounds[index + 1] - 1)
+            if index:
+                node.execute_command("CLUSTER MEET", "127.0.0.1", ports[0])
+        for node in nodes:
+            _wait(
+                lambda node=node: node.cluster("info")["cluster_state"] == "ok",
+                "the cluster to form",
+            )
+        yield ports
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+
+
+def _pings(node: redis.Redis) -> bool:
+    try:
+        return bool(node.ping())
+    except redis.ConnectionError:
+        return False
+
+
+def _wait(condition, what: str, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_every_key_of_a_shard_shares_one_slot_and_shards_spread(settings):
+    settings.KODY_ACTOR_SHARDS = 8
+    slots = set()
+    for shard in range(8):
+        keys = [
+            transport.queue_key(shard),
+            transport.inflight_key(shard),
+            transport.lease_key(shard),
+            transport.epoch_key(shard),
+            transport.reply_key(shard, "some-call"),
+        ]
+        assert len({key_slot(key.encode()) for key in keys}) == 1
+        slots.add(key_slot(keys[0].encode()))
+    assert len(slots) == 8
+
+
+def test_the_cluster_client_is_chosen_from_the_url():
+    # (a cluster client connects at once: the cluster test below checks that one)
+    assert type(transport.connect("redis://127.0.0.1:1")) is redis.Redis
+    assert transport.is_cluster_url("rediss+cluster://example:6379")
+    assert not transport.is_cluster_url("unix:///tmp/redis.sock")
+
+
+def test_shard_consumers_answer_calls_through_a_three_node_cluster(
+    settings, cluster, owner_id, outsider_id
+):
+    settings.KODY_ACTOR_SHARDS = 4
+    settings.KODY_ACTOR_REDIS_URL = f"redis+cluster://127.0.0.1:{cluster[0]}"
+    settings.KODY_ACTORS_INLINE = False
+    client = transport.client()
+    assert isinstance(client, redis.RedisCluster)
+    owners = {client.get_node_from_key(transport.queue_key(shard)).port for shard in range(4)}
+    assert len(owners) > 1  # the shards really are spread over several nodes
+    stopping = threading.Event()
+    consumers = [ShardConsumer(shard, stopping) for shard in range(4)]
+    for consumer in consumers:
+        consumer.start()
+    try:
+        _wait(
+            lambda: all(client.exists(transport.lease_key(shard)) for shard in range(4)),
+            "the consumers to take their leases",
+        )
+        for user in (owner_id, outsider_id):
+            assert [Probe.call(user, "bump", timeout=30) for _ in range(3)] == [1, 2, 3]
+            key = Probe.cast(user, "bump")
+            assert Probe.call(user, "bump", timeout=30) == 5
+            assert isinstance(key, str)
+            assert Probe.call(user, "whoami", timeout=30)["user"] == user
+    finally:
+        stopping.set()
+        for consumer in consumers:
+            consumer.join(timeout=30)
+    for shard in range(4):
+        assert client.llen(transport.inflight_key(shard)) == 0
+        assert not client.exists(transport.lease_key(shard))  # released on the way out

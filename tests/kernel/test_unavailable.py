@@ -1,0 +1,95 @@
+"""A broker or database outage is a typed 503 (``ActorUnavailable``), never a 500, and
+``/healthz`` says which of the two is down."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import OperationalError, connection
+from rest_framework.test import APIClient
+
+from apps.accounts.models import User
+from apps.accounts.services.tokens import create_token
+from kody.actors import ActorUnavailable
+from kody.capabilities import Context, capability, unregister
+from tests.kernel.sample_actors import Probe
+
+pytestmark = pytest.mark.django_db(databases=["default", "audit"])
+
+DEAD_BROKER = "redis://127.0.0.1:1/0"
+
+
+@pytest.fixture
+def dead_broker(settings):  # type: ignore[no-untyped-def]
+    settings.KODY_ACTORS_INLINE = False
+    settings.KODY_ACTOR_REDIS_URL = DEAD_BROKER
+
+
+def test_call_and_cast_turn_a_broker_outage_into_a_typed_error(dead_broker, owner_id):
+    with pytest.raises(ActorUnavailable) as caught:
+        Probe.call(owner_id, "whoami", idempotency_key="retry-me", timeout=5)
+    assert caught.value.status == 503 and caught.value.code == "actor_unavailable"
+    assert caught.value.details["idempotency_key"] == "retry-me"  # retry with it
+    with pytest.raises(ActorUnavailable) as caught:
+        Probe.cast(owner_id, "bump", idempotency_key="cast-key")
+    assert caught.value.details["idempotency_key"] == "cast-key"
+
+
+def test_an_inline_call_turns_a_database_outage_into_a_typed_error(settings, owner_id, monkeypatch):
+    settings.KODY_ACTORS_INLINE = True
+
+    def unreachable(*args: object, **kwargs: object) -> None:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr("kody.actors.runtime.execute", unreachable)
+    with pytest.raises(ActorUnavailable):
+        Probe.call(owner_id, "whoami")
+
+
+@pytest.fixture
+def outage_capability() -> Iterator[None]:
+    @capability(name="testActorOutage", domain="test", description="Calls an actor.")
+    def outage(ctx: Context) -> dict[str, Any]:
+        return Probe.call(ctx.user.stable_user_id, "whoami", timeout=5)
+
+    yield
+    unregister("testActorOutage")
+
+
+def test_the_rest_surface_answers_503_with_retry_after_when_the_broker_is_down(
+    dead_broker, outage_capability
+):
+    user = User.objects.create_user(
+        username="outage", email="outage@example.test", password="pw-long-enough-123"
+    )
+    raw = create_token(user, "laptop")[1]
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+    response = APIClient().post("/api/v1/capabilities/testActorOutage", {}, format="json", **auth)
+    assert response.status_code == 503, response.content
+    assert response.json()["error"]["code"] == "actor_unavailable"
+    assert response["Retry-After"] == "5"
+
+
+def test_healthz_is_ok_when_database_and_broker_answer(client):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+
+
+def test_healthz_is_503_when_the_broker_is_down(client, settings):
+    settings.KODY_ACTOR_REDIS_URL = DEAD_BROKER
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json() == {"status": "unavailable", "database": "ok", "broker": "unavailable"}
+
+
+def test_healthz_is_503_when_the_database_is_down(client, monkeypatch):
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(connection, "cursor", refuse)
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json() == {"status": "unavailable", "database": "unavailable", "broker": "ok"}
