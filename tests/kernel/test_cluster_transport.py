@@ -41,9 +41,10 @@ def _free_ports(count: int) -> list[int]:
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[list[int]]:
-    ports = _free_ports(3)
+    free = _free_ports(6)
+    ports, bus_ports = free[:3], free[3:]  # the bus port is given, not port + 10000 (> 65535?)
     procs = []
-    for port in ports:
+    for port, bus_port in zip(ports, bus_ports, strict=True):
         node_dir = tmp_path / f"node-{port}"
         node_dir.mkdir()
         argv = [
@@ -54,6 +55,10 @@ def cluster(tmp_path: Path) -> Iterator[list[int]]:
             "127.0.0.1",
             "--cluster-enabled",
             "yes",
+            "--cluster-port",
+            str(bus_port),
+            "--logfile",
+            str(node_dir / "redis.log"),
             "--cluster-config-file",
             str(node_dir / "nodes.conf"),
             "--dir",
@@ -66,13 +71,14 @@ def cluster(tmp_path: Path) -> Iterator[list[int]]:
         procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL))
     try:
         nodes = [redis.Redis(port=port) for port in ports]
-        for node in nodes:
-            _wait(lambda node=node: _pings(node), "a node to start")
+        for port, node, proc in zip(ports, nodes, procs, strict=True):
+            _wait(lambda node=node, proc=proc: _pings(node) or proc.poll() is not None, "a node")
+            assert proc.poll() is None, (tmp_path / f"node-{port}" / "redis.log").read_text()
         bounds = [SLOTS * i // len(ports) for i in range(len(ports) + 1)]
         for index, node in enumerate(nodes):
             node.execute_command("CLUSTER ADDSLOTSRANGE", bounds[index], bounds[index + 1] - 1)
             if index:
-                node.execute_command("CLUSTER MEET", "127.0.0.1", ports[0])
+                node.execute_command("CLUSTER MEET", "127.0.0.1", ports[0], bus_ports[0])
         for node in nodes:
             _wait(
                 lambda node=node: node.cluster("info")["cluster_state"] == "ok",
