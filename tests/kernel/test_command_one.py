@@ -51,7 +51,7 @@ def _child_argvs(parent: int) -> list[list[str]]:
     return found
 
 
-def _schedule_tasks(env: dict[str, str], wanted: str, seconds: float = 90) -> str:
+def _schedule_tasks(env: dict[str, str], wanted: str, seconds: float = 240) -> str:
     """The schedule beat keeps in the database, once it holds ``wanted``."""
     deadline = time.monotonic() + seconds
     out = ""
@@ -92,7 +92,7 @@ def fresh_env(tmp_path):
     return env
 
 
-def _wait_for(url: str, proc: subprocess.Popen, seconds: float = 90) -> tuple[int, str]:
+def _wait_for(url: str, proc: subprocess.Popen, seconds: float = 240) -> tuple[int, str]:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if proc.poll() is not None:
