@@ -8,7 +8,11 @@ from django.core import mail
 
 from apps.accounts.models import AuditEvent
 from apps.mailbox.actor import Mailbox
-from apps.mailbox.models import EmailOutboundProviderIndex
+from apps.mailbox.models import (
+    EmailDeliveryAlertEvent,
+    EmailOutboundProviderIndex,
+    EmailOutboundProviderIndexRepairOwner,
+)
 from apps.mailbox.services import outbound
 from tests.mailbox.conftest import DOMAIN, address, cap, deliver_cli, raw_blobs, simple_mail
 
@@ -114,6 +118,9 @@ def test_send_writes_the_mailbox_submits_and_indexes(owner, owner_key):
     got = cap(owner_key, "emailMessageGet", {"messageId": sent["messageId"]}).json()["message"]
     assert got["deliveryStatus"] == "delivered" and got["processingStatus"] == "sent"
     assert not outbound.record_provider_event("django", "<unknown@x>", "delivered", "e2")
+    assert outbound.record_provider_event("django", sent["providerMessageId"], "bounced", "e3")
+    alert = EmailDeliveryAlertEvent.objects.get(provider_event_id="e3")
+    assert alert.event_type == "bounced" and owner.stable_user_id not in alert.owner_hash
 
 
 def test_a_failed_index_write_leaves_a_repair_and_never_resends(owner, owner_key, monkeypatch):
@@ -124,6 +131,8 @@ def test_a_failed_index_write_leaves_a_repair_and_never_resends(owner, owner_key
     sent = cap(owner_key, "emailSend", {"to": ["b@example.org"], "subject": "s", "text": "t"})
     assert sent.json()["status"] == "sent" and len(mail.outbox) == 1
     assert Mailbox.call(owner.stable_user_id, "count")["pendingIndexRepairs"] == 1
+    health = EmailOutboundProviderIndexRepairOwner.objects.get(user_id=owner.stable_user_id)
+    assert health.pending_count == 1
     monkeypatch.undo()
     from django.db import connection
 
@@ -137,6 +146,7 @@ def test_a_failed_index_write_leaves_a_repair_and_never_resends(owner, owner_key
     Mailbox.call(owner.stable_user_id, "run_retention_now")
     assert EmailOutboundProviderIndex.objects.filter(message_id=sent.json()["messageId"]).exists()
     assert Mailbox.call(owner.stable_user_id, "count")["pendingIndexRepairs"] == 0
+    assert not EmailOutboundProviderIndexRepairOwner.objects.exists()
     assert len(mail.outbox) == 1
 
 

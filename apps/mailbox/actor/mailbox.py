@@ -27,7 +27,7 @@ from django.utils import timezone
 from apps.entitlements.actor import UserMeter
 from apps.mailbox import errors
 from apps.mailbox.actor import models as m
-from apps.mailbox.models import EmailOutboundProviderIndex
+from apps.mailbox.models import EmailOutboundProviderIndex, EmailOutboundProviderIndexRepairOwner
 from apps.mailbox.services import blobstore
 from kody.actors import Actor, OwnerMismatch, deletion_safe
 from kody.blobs.keys import email_attachment_key, email_raw_key
@@ -504,13 +504,28 @@ class Mailbox(Actor):
                 },
             )
             self.set_alarm(now + timedelta(seconds=INDEX_REPAIR_BACKOFF[0]))
+            self._publish_repair_health()
         return {"messageId": message_id, "status": status, "changed": True}
+
+    def _publish_repair_health(self) -> None:
+        """The content-free public summary of this owner's pending provider-index repairs."""
+        pending = m.EmailOutboundProviderIndexRepair.objects.aggregate(
+            n=Count("provider"), oldest=Min("retry_at")
+        )
+        if pending["n"]:
+            EmailOutboundProviderIndexRepairOwner.objects.update_or_create(
+                user_id=self.user_id,
+                defaults={"pending_count": pending["n"], "oldest_pending_at": pending["oldest"]},
+            )
+        else:
+            EmailOutboundProviderIndexRepairOwner.objects.filter(user_id=self.user_id).delete()
 
     @owned
     def clear_index_repair(self, provider: str, provider_message_id: str) -> dict[str, Any]:
         deleted, _ = m.EmailOutboundProviderIndexRepair.objects.filter(
             provider=provider, provider_message_id=provider_message_id
         ).delete()
+        self._publish_repair_health()
         return {"cleared": bool(deleted)}
 
     @owned
@@ -868,6 +883,7 @@ class Mailbox(Actor):
             m.EmailOutboundProviderIndexRepair.objects.filter(
                 provider=repair.provider, provider_message_id=repair.provider_message_id
             ).delete()
+        self._publish_repair_health()
 
     def _reconcile_stale(self, now: datetime) -> None:
         """A delivery stuck mid-way: finalize it if its graph committed, else delete its blob

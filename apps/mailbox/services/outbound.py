@@ -10,6 +10,7 @@ never resends: the Mailbox alarm retries the index alone.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 import uuid
@@ -18,13 +19,19 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
+from django.utils import timezone
 
 from apps.accounts.models import User
 from apps.entitlements import services as entitlements
 from apps.mailbox.actor import Mailbox
 from apps.mailbox.actor.mailbox import write_provider_index
 from apps.mailbox.errors import SenderNotVerified
-from apps.mailbox.models import EmailSenderIdentity, SenderIdentityStatus
+from apps.mailbox.models import (
+    EmailDeliveryAlertEvent,
+    EmailOutboundProviderIndex,
+    EmailSenderIdentity,
+    SenderIdentityStatus,
+)
 from apps.mailbox.services import inboxes
 from kody.errors import InvalidInput
 
@@ -185,8 +192,6 @@ def record_provider_event(
     detail: dict[str, Any] | None = None,
 ) -> bool:
     """A provider delivery webhook: resolve the owner through the index only; unknown is a no-op."""
-    from apps.mailbox.models import EmailOutboundProviderIndex
-
     row = EmailOutboundProviderIndex.objects.filter(
         provider=provider, provider_message_id=provider_message_id
     ).first()
@@ -194,6 +199,17 @@ def record_provider_event(
         log.info("delivery event for unknown provider message %s:%s ignored", provider,
                  provider_message_id)  # fmt: skip
         return False
+    if event_type in ("bounced", "complained") and provider_event_id:
+        # Short-lived, content-free signal for the operator's burst alert (no user id).
+        EmailDeliveryAlertEvent.objects.get_or_create(
+            provider_event_id=provider_event_id,
+            defaults={
+                "provider": provider,
+                "event_type": event_type,
+                "occurred_at": timezone.now(),
+                "owner_hash": hashlib.sha256(row.user_id.encode()).hexdigest(),
+            },
+        )
     result = Mailbox.call(
         row.user_id,
         "record_delivery_event",
