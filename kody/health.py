@@ -104,15 +104,16 @@ def user_schemas() -> Section:
 
 
 @functools.cache
-def _client(url: str) -> redis.Redis:
-    # Same URL and keys as the shard transport, but bounded timeouts: the transport's client
-    # waits forever on purpose (BLPOP), and a health page must not hang on a stuck broker.
-    return redis.Redis.from_url(
+def _client(url: str) -> redis.Redis | redis.RedisCluster:
+    # Same URL and keys as the shard transport (a cluster client for ``redis+cluster://``),
+    # but bounded timeouts: the transport's client waits forever on purpose (BLPOP), and a
+    # health page must not hang on a stuck broker.
+    return transport.connect(
         url, socket_timeout=_BROKER_TIMEOUT_SECONDS, socket_connect_timeout=_BROKER_TIMEOUT_SECONDS
     )
 
 
-def broker_client() -> redis.Redis:
+def broker_client() -> redis.Redis | redis.RedisCluster:
     return _client(transport.redis_url())
 
 
