@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.accounts.models import User
+from apps.accounts.services.lookup import account_by_stable_id
 from apps.entitlements.actor import UserMeter
 from apps.entitlements.services import reconcile, summary, usage
 from kody.capabilities import Context, capability
-from kody.errors import NotFound
 
 USAGE_ROW = {
     "type": "object",
@@ -49,13 +48,6 @@ TARGET_USER = {
 }
 
 
-def _target(user_id: str) -> User:
-    found = User.objects.filter(stable_user_id=user_id).first()
-    if found is None:
-        raise NotFound("No account has that user id.", details={"userId": user_id})
-    return found
-
-
 @capability(
     name="accountUsage",
     domain="account",
@@ -80,7 +72,7 @@ def account_usage(ctx: Context) -> dict[str, Any]:
     input_schema=TARGET_USER,
 )
 def admin_user_usage(ctx: Context, userId: str) -> dict[str, Any]:  # noqa: N803
-    target = _target(userId)
+    target = account_by_stable_id(userId)
     rollups = [
         {
             "month": r.month,
@@ -112,7 +104,7 @@ def admin_user_usage(ctx: Context, userId: str) -> dict[str, Any]:  # noqa: N803
     input_schema=TARGET_USER,
 )
 def admin_user_meter_parity(ctx: Context, userId: str) -> dict[str, Any]:  # noqa: N803
-    target = _target(userId)
+    target = account_by_stable_id(userId)
     rows = UserMeter.call(target.stable_user_id, "daily_history")
     return {"userId": target.stable_user_id, "source": "user_meter", "dailyCounters": rows}
 
@@ -126,7 +118,7 @@ def admin_user_meter_parity(ctx: Context, userId: str) -> dict[str, Any]:  # noq
     input_schema=TARGET_USER,
 )
 def admin_user_meter_storage_reconcile(ctx: Context, userId: str) -> dict[str, Any]:  # noqa: N803
-    target = _target(userId)
+    target = account_by_stable_id(userId)
     changed = reconcile.reconcile_user(target.stable_user_id)
     state = UserMeter.call(target.stable_user_id, "read_storage_bytes")
     return {"userId": target.stable_user_id, "bytes": state["bytes"], "changed": changed}

@@ -7,9 +7,10 @@ from typing import Any
 
 from django.db import transaction
 
-from apps.accounts.models import AccountWriteLeaseRepair, User
+from apps.accounts.models import AccountWriteLeaseRepair
+from apps.accounts.services.lookup import account_by_stable_id
 from kody.capabilities import Context, capability
-from kody.errors import Conflict, NotFound
+from kody.errors import Conflict
 
 TARGET = {
     "type": "object",
@@ -37,13 +38,6 @@ PURGE_RUN = {
 }
 
 
-def _target(user_id: str) -> User:
-    user = User.objects.filter(stable_user_id=user_id).first()
-    if user is None:
-        raise NotFound("No account has that user id.", details={"userId": user_id})
-    return user
-
-
 @capability(
     name="adminAccountWriteLeaseList",
     domain="admin",
@@ -55,7 +49,7 @@ def _target(user_id: str) -> User:
 def admin_account_write_lease_list(ctx: Context, userId: str) -> dict[str, Any]:  # noqa: N803
     from apps.entitlements.actor import UserMeter
 
-    user = _target(userId)
+    user = account_by_stable_id(userId)
     leases = UserMeter.call(user.stable_user_id, "list_write_leases")
     return {"userId": user.stable_user_id, "leases": leases}
 
@@ -80,7 +74,7 @@ def admin_account_write_lease_repair(
 ) -> dict[str, Any]:
     from apps.entitlements.actor import UserMeter
 
-    user = _target(userId)
+    user = account_by_stable_id(userId)
     repair_id = hashlib.sha256(f"{user.stable_user_id}\0{token}".encode()).hexdigest()[:32]
     prepared = UserMeter.call(
         user.stable_user_id, "prepare_lease_repair", token=token, repair_id=repair_id

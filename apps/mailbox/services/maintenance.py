@@ -6,18 +6,15 @@ from typing import Any
 
 from django.db.models import Q
 
-from apps.accounts.models import User
+from apps.accounts.services.lookup import account_by_stable_id
 from apps.mailbox import models as pm
 from apps.mailbox.actor import Mailbox
 from apps.system_email import models as sm
 from kody.blobs.keys import email_raw_prefix
-from kody.errors import NotFound
 
 
 def _owner(user_id: str) -> str:
-    if not User.objects.filter(stable_user_id=user_id).exists():
-        raise NotFound("No account has that user id.", details={"userId": user_id})
-    return user_id
+    return account_by_stable_id(user_id).stable_user_id
 
 
 def status(user_id: str | None = None) -> dict[str, Any]:
