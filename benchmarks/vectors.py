@@ -42,13 +42,19 @@ def texts(n: int, rng: random.Random) -> list[str]:
     return [" ".join(rng.choices(WORDS, k=rng.randint(4, 9))) + f" #{i}" for i in range(n)]
 
 
-def load(namespace_sizes: dict[str, int], rng: random.Random) -> dict[str, np.ndarray]:
+def load(namespace_sizes: dict[str, int], rng: random.Random, reuse: bool) -> dict[str, np.ndarray]:
     from django.db import connection
 
     from kody.embeddings import embed, model_tag
+    from kody.vectors.models import VectorEntry
 
     tag = model_tag()
     vectors: dict[str, np.ndarray] = {}
+    if reuse and VectorEntry.objects.count() == sum(namespace_sizes.values()):
+        # The same seed makes the same texts, so the same vectors as the loaded ones.
+        for namespace, size in namespace_sizes.items():
+            vectors[namespace] = np.asarray(embed(texts(size, rng)), dtype=np.float32)
+        return vectors
     with connection.cursor() as cur:
         cur.execute("TRUNCATE kody_vectors")
         cur.execute("DROP INDEX IF EXISTS kody_vectors_embedding_hnsw")
@@ -84,19 +90,17 @@ def exact_top10(matrix: np.ndarray, query: np.ndarray) -> set[str]:
     return {f"memory_{i}" for i in np.argsort(-scores)[:10]}
 
 
-def measure(namespace: str, matrix: np.ndarray, queries: np.ndarray, setup: str) -> tuple:
-    from django.db import connection, transaction
+def measure(namespace: str, matrix: np.ndarray, queries: np.ndarray, ef_search: int) -> tuple:
+    from django.conf import settings
 
     from kody.vectors import index
 
+    settings.KODY_VECTOR_EF_SEARCH = ef_search
     recalls, times = [], []
     for query in queries:
-        with transaction.atomic(), connection.cursor() as cur:
-            if setup:
-                cur.execute(setup)
-            started = time.perf_counter()
-            found = index.query(namespace, query.tolist(), top_k=10)
-            times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        found = index.query(namespace, query.tolist(), top_k=10)
+        times.append(time.perf_counter() - started)
         got = {m.vector_id for m in found}
         recalls.append(len(got & exact_top10(matrix, query)) / 10)
     return float(np.mean(recalls)), pct(times, 0.5) * 1000, pct(times, 0.99) * 1000
@@ -118,56 +122,70 @@ def search_section(args: argparse.Namespace, rng: random.Random) -> None:
     per = max(1, args.spread // args.namespaces)
     for i in range(args.namespaces):
         sizes[f"{i:064x}"] = per
-    vectors = load(sizes, rng)
+    vectors = load(sizes, rng, args.reuse)
     queries = np.asarray(embed(texts(args.queries, random.Random(7))), dtype=np.float32)
     small_ns = f"{0:064x}"
-    settings = [("default (ef_search 40)", "")]
-    if pgvector_version() >= (0, 8, 0):
-        settings.append(
-            (
-                "iterative scan, ef_search 100",
-                "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = 100",
-            )
-        )
-    settings.append(("ef_search 200", "SET LOCAL hnsw.ef_search = 200"))
+    from django.conf import settings
+
+    product = settings.KODY_VECTOR_EF_SEARCH
+    efs = [(f"ef_search {ef}" + (" (product)" if ef == product else ""), ef) for ef in (40, 100)]
+    if product not in (40, 100):
+        efs.append((f"ef_search {product} (product)", product))
     print(
         f"pgvector {'.'.join(map(str, pgvector_version()))}; load average {os.getloadavg()[0]:.2f}"
     )
     print(f"{'namespace':22} {'setting':32} {'recall@10':>9} {'p50 ms':>8} {'p99 ms':>8}")
     for label, ns in ((f"big ({args.main})", main_ns), (f"small ({per})", small_ns)):
-        for name, setup in settings:
-            recall, p50, p99 = measure(ns, vectors[ns], queries, setup)
+        for name, ef in efs:
+            recall, p50, p99 = measure(ns, vectors[ns], queries, ef)
             print(f"{label:22} {name:32} {recall:9.3f} {p50:8.2f} {p99:8.2f}")
 
 
 def reindex_section(args: argparse.Namespace) -> None:
     from django.core.management import call_command
-    from django.db import connection
 
-    from apps.packages.models import McpMemory
+    from apps.accounts.models import User
+    from apps.packages.models import McpMemory, VectorEmbedFingerprint
     from kody.embeddings import embed
+    from kody.vectors import index
 
-    with connection.cursor() as cur:  # the search section's synthetic vectors have no rows
-        cur.execute("TRUNCATE kody_vectors, vector_embed_fingerprints")
-    McpMemory.objects.all().delete()
+    # One account, so --user keeps the orphan sweep off the search section's vectors.
+    user = User.objects.filter(email="bench@example.com").first() or User.objects.create_user(
+        username="bench", email="bench@example.com", password="bench-password-123"
+    )
+
+    def clean() -> None:
+        McpMemory.objects.filter(user_id=user.stable_user_id).delete()
+        VectorEmbedFingerprint.objects.filter(user_id=user.stable_user_id).delete()
+        index.delete_all_for_user(user.stable_user_id)
+
+    clean()
     embed(["load the model before timing"])
-    rng = random.Random(3)
-    owners = [f"{i:064x}" for i in range(50)]
     McpMemory.objects.bulk_create(
         [
-            McpMemory(user_id=rng.choice(owners), subject=t[:60], summary=t)
-            for t in texts(args.memories, rng)
+            McpMemory(user_id=user.stable_user_id, subject=t[:60], summary=t)
+            for t in texts(args.memories, random.Random(3))
         ],
         batch_size=2000,
     )
     for label, extra in (("--force (embed all)", ["--force"]), ("again (all skipped)", [])):
         out = io.StringIO()
         started = time.perf_counter()
-        call_command("reindex", "--kind", "memory", *extra, stdout=out, stderr=io.StringIO())
+        call_command(
+            "reindex",
+            "--kind",
+            "memory",
+            "--user",
+            user.email,
+            *extra,
+            stdout=out,
+            stderr=io.StringIO(),
+        )
         seconds = time.perf_counter() - started
         print(
             f"reindex {label:22} {args.memories / seconds:9.0f} rows/s   {out.getvalue().strip()}"
         )
+    clean()
 
 
 def main() -> None:
@@ -177,6 +195,7 @@ def main() -> None:
     parser.add_argument("--namespaces", type=int, default=1000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--memories", type=int, default=5000)
+    parser.add_argument("--reuse", action="store_true", help="keep vectors loaded by a last run")
     args = parser.parse_args()
     setup_django()
     rng = random.Random(1)

@@ -177,6 +177,8 @@ KODY_LANE_RETRY_BASE_SECONDS = envint("KODY_LANE_RETRY_BASE_SECONDS", 2)
 # Text embeddings (kody.embeddings): an import path to the embedder class. The vector column's
 # dimension must match it (``manage.py check`` says so); a model change means ``manage.py reindex``.
 KODY_EMBEDDER = envstr("KODY_EMBEDDER", "kody.embeddings.wordllama.WordLlamaEmbedder")
+# HNSW candidates per vector query (pgvector's hnsw.ef_search); see benchmarks/vectors.py.
+KODY_VECTOR_EF_SEARCH = envint("KODY_VECTOR_EF_SEARCH", 200)
 # Secret entries are sealed with AES-GCM: "id:base64(32-byte key)" pairs, comma-separated, and
 # the id new writes use. Unset: one key derived from SECRET_KEY (apps/packages/services/crypto).
 KODY_SECRET_KEYS = envlist("KODY_SECRET_KEYS", [])
