@@ -1,4 +1,5 @@
-"""factory_boy factories for the accounts app: people (verified by default) and access tokens."""
+"""factory_boy factories for the accounts app: people (verified by default; operators; plans and
+Stripe subscriptions) and access tokens."""
 
 from __future__ import annotations
 
@@ -26,6 +27,13 @@ class UserFactory(DjangoModelFactory):
     class Params:
         unverified = factory.Trait(email_verified_at=None)
         operator = factory.Trait(is_staff=True, is_superuser=True)
+        # A paying customer as the Stripe webhook leaves them; ``stripe_plan=`` picks the plan.
+        # The operator-set plan is plain ``plan=`` (``UserFactory(plan="max")``).
+        subscribed = factory.Trait(
+            stripe_customer_id=factory.Sequence(lambda n: f"cus_test{n}"),
+            stripe_plan="pro",
+            stripe_plan_refreshed_at=factory.LazyFunction(timezone.now),
+        )
 
     username = factory.Sequence(lambda n: f"person{n}")
     email = factory.LazyAttribute(lambda user: f"{user.username}@example.com")

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from apps.packages import models as p
 from kody.adminkit import NoAddModelAdmin, ReadOnlyModelAdmin
-from tests.packages.factories import make
+from tests.rows import make
 
 pytestmark = pytest.mark.django_db
 
@@ -36,15 +36,6 @@ CREDENTIAL_VALUES = (
     "URL-SECRET-HASH",
     "URL-CIPHERTEXT",
 )
-
-
-@pytest.fixture
-def operator_client(client, django_user_model):
-    operator = django_user_model.objects.create_superuser(
-        username="operator", email="operator@example.com", password="pw"
-    )
-    client.force_login(operator)
-    return client
 
 
 def _url(model, name: str, *args: object) -> str:

@@ -31,10 +31,8 @@ def _registered() -> list[type]:
 
 
 @pytest.fixture
-def staff(client):
-    user = acc.User.objects.create_superuser("root", "root@example.com", "pw-Root-123456")
-    client.force_login(user)
-    return client
+def staff(operator_client):
+    return operator_client
 
 
 @pytest.fixture
@@ -216,15 +214,14 @@ def test_adding_a_user_in_admin_mints_the_stable_id(staff):
     assert len(added.stable_user_id) == 64
 
 
-def test_triaging_feedback_records_the_reviewer(staff, rows):
+def test_triaging_feedback_records_the_reviewer(staff, operator, rows):
     feedback = acc.PlatformFeedback.objects.get()
     url = reverse("admin:accounts_platformfeedback_change", args=[feedback.pk])
     response = staff.post(url, {"status": "resolved", "admin_note": "fixed"})
     assert response.status_code == 302
     feedback.refresh_from_db()
-    root = acc.User.objects.get(username="root")
     assert (feedback.status, feedback.reviewed_by_user_id, feedback.revision) == (
         "resolved",
-        root.stable_user_id,
+        operator.stable_user_id,
         1,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apps.community import models as c
-from tests.packages.factories import ALICE, BOB, make
+from tests.rows import ALICE, BOB, make
 
 pytestmark = pytest.mark.django_db
 

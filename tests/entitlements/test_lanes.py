@@ -14,6 +14,7 @@ from apps.entitlements.models import D1StorageReconcileCursor, StripeWebhookEven
 from apps.entitlements.services import reconcile, storage, usage
 from kody.lanes import registry, run_lane
 from kody.userschema.models import UserSchema
+from tests.entitlements.factories import StripeWebhookEventFactory, UsageRollupFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -131,11 +132,9 @@ def test_usage_aggregation_lane_rolls_up(owner):
 
 def test_retention_lane_prunes_all_three_tables(owner):
     old = timezone.now() - timedelta(days=400)
-    StripeWebhookEvent.objects.create(
-        event_id="evt_old", event_type="x", processed_at=timezone.now() - timedelta(days=31)
-    )
+    StripeWebhookEventFactory(processed_at=timezone.now() - timedelta(days=31))
     usage.record_usage(owner.stable_user_id, "m", at=old)
-    UsageRollup.objects.create(user_id=owner.stable_user_id, metric="m", month="2020-01")
+    UsageRollupFactory(user_id=owner.stable_user_id, month="2020-01")
     run = run_lane("entitlements_retention")
     assert run is not None and run.items == 3
     assert not StripeWebhookEvent.objects.exists() and not UsageRollup.objects.exists()

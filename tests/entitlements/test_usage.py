@@ -8,6 +8,7 @@ import pytest
 
 from apps.entitlements.models import UsageEvent, UsageRollup
 from apps.entitlements.services import usage
+from tests.entitlements.factories import UsageRollupFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +61,7 @@ def test_december_rolls_into_january():
 
 def test_rollups_keep_24_months(owner):
     for month in ("2024-08", "2024-09", "2026-08"):
-        UsageRollup.objects.create(user_id=owner.stable_user_id, metric="m", month=month)
+        UsageRollupFactory(user_id=owner.stable_user_id, metric="m", month=month)
     assert usage.prune_rollups(NOW) == 1
     assert sorted(UsageRollup.objects.values_list("month", flat=True)) == ["2024-09", "2026-08"]
 

@@ -17,6 +17,7 @@ from kody.lanes import Cadence, Lane, LaneRun, LockContention, registry, run_lan
 from kody.lanes.models import LaneRunRecord
 from kody.userschema import schema_version
 from kody.userschema.models import UserSchema
+from tests.accounts.factories import UserFactory
 from tests.kernel.sample_actors import Probe
 
 PAGE = "/admin/health/"
@@ -28,9 +29,7 @@ SECTIONS = ("databases", "user_schemas", "queues", "lanes", "blobs")
 
 
 def make_user(name: str, **extra: object) -> User:
-    return User.objects.create_user(
-        username=name, email=f"{name}@example.test", password="pw-long-enough-123", **extra
-    )
+    return UserFactory(username=name, **extra)
 
 
 @pytest.fixture

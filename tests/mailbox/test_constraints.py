@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apps.mailbox import models as mb
-from tests.packages.factories import BOB, make
+from tests.rows import BOB, make
 
 pytestmark = pytest.mark.django_db
 
