@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "django_celery_beat",
+    "drf_spectacular_sidecar",
     "kody",
     "apps.accounts",
     "apps.entitlements",
@@ -56,8 +57,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "apps.accounts.middleware.AccountGateMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "kody.middleware.ServiceUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -226,12 +229,27 @@ STRIPE_WEBHOOK_SECRET = envstr("STRIPE_WEBHOOK_SECRET")
 STRIPE_API_BASE = envstr("STRIPE_API_BASE")  # tests point stripe-python at a local fake
 BILLING_ENABLED = bool(STRIPE_SECRET_KEY)
 
+# --- What the kernel needs from the accounts app (kody/callers.py) ----------------------------
+KODY_BEARER_BACKEND = "apps.accounts.services.tokens.BearerBackend"
+KODY_ACCOUNT_POLICY = "apps.accounts.policy.AccountPolicy"
+KODY_AUDIT_SINK = "apps.accounts.services.audit.record"
+
 # --- API ---------------------------------------------------------------------------------
+# Bodies over this size are refused with 413 before they are parsed (MCP's SDK uses 4 MiB).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 4 * 1024 * 1024
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 # 3.1 so capability schemas (JSON Schema 2020-12, as MCP uses) appear in the document unchanged.
-SPECTACULAR_SETTINGS = {"TITLE": "Kody API", "VERSION": "1.0.0", "OAS_VERSION": "3.1.0"}
+# Swagger UI and Redoc come from drf-spectacular-sidecar's static files, not a CDN.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Kody API",
+    "VERSION": "1.0.0",
+    "OAS_VERSION": "3.1.0",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
 
 # --- Mail --------------------------------------------------------------------------------
 # Account mail (verification, reset, email change). Development prints it to the console;

@@ -8,10 +8,8 @@ class KodyConfig(AppConfig):
     verbose_name = "Kody platform kernel"
 
     def ready(self) -> None:
-        from kody.actors.discovery import autodiscover as discover_actors
-        from kody.capabilities import autodiscover
+        from kody.discovery import autodiscover
 
         autodiscover()
-        discover_actors()
 
         import kody.vectors.checks  # noqa: F401  (registers the embedder/column check)

@@ -182,7 +182,7 @@ def lanes() -> Section:
                 "total_runs": record.total_runs if record else 0,
             }
         )
-    return {"lanes": rows, "discovery_errors": sorted(registry.discovery_errors)}
+    return {"lanes": rows}
 
 
 # --- blob buckets ---------------------------------------------------------------------------

@@ -11,14 +11,41 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.http import HttpRequest
 from django.utils import timezone
 
 from apps.accounts import models as m
 from apps.accounts.models.users import normalize_email, stable_user_id_for
+from apps.accounts.services import identity
 from kody.adminkit import ReadOnlyModelAdmin
+from kody.errors import KodyError
+
+# --- sign-in --------------------------------------------------------------------------------
+
+
+class AdminLoginForm(AdminAuthenticationForm):
+    """``/admin/login/`` signs in through the same check as ``/login``: one failure budget per
+    account and per IP, suspension refused, every attempt audited."""
+
+    def clean(self) -> dict[str, Any]:
+        username = self.cleaned_data.get("username")
+        password = self.cleaned_data.get("password")
+        if username is not None and password:
+            ip = self.request.META.get("REMOTE_ADDR") if self.request else None
+            path = self.request.path if self.request else "/admin/login/"
+            try:
+                self.user_cache = identity.authenticate_login(username, password, ip=ip, path=path)
+            except KodyError as exc:
+                raise ValidationError(exc.message, code=exc.code) from None
+            self.confirm_login_allowed(self.user_cache)
+        return self.cleaned_data
+
+
+admin.site.login_form = AdminLoginForm
 
 # --- users ----------------------------------------------------------------------------------
 

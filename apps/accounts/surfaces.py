@@ -470,7 +470,7 @@ def register_actor(surface: ActorSurface) -> ActorSurface:
 
 def actor_surfaces() -> dict[str, ActorSurface]:
     """Every registered actor surface, after every app's actors have been imported."""
-    from kody.actors.discovery import autodiscover
+    from kody.discovery import autodiscover
 
     autodiscover()
     return dict(_ACTOR_SURFACES)

@@ -13,7 +13,6 @@ from django.contrib.auth import logout as auth_logout
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
-from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
@@ -23,6 +22,7 @@ from apps.accounts import forms
 from apps.accounts.models import User
 from apps.accounts.services import identity, tokens
 from apps.entitlements import plans
+from apps.entitlements.services import usage_summary
 from kody.errors import KodyError
 
 View = Callable[..., HttpResponse]
@@ -225,7 +225,12 @@ def reset_confirm(request: HttpRequest) -> HttpResponse:
             identity.reset_password(
                 form.cleaned_data["token"], form.cleaned_data["password"], ip=client_ip(request)
             )
-        except (identity.InvalidToken, identity.TokenExpired, identity.AccountDeleting) as exc:
+        except (
+            identity.InvalidToken,
+            identity.TokenExpired,
+            identity.AccountDeleting,
+            identity.AccountSuspended,
+        ) as exc:
             return _problem(request, exc, title="Password not reset")
         except KodyError as exc:
             form.add_service_error(exc)
@@ -418,26 +423,9 @@ def _plan(user: User) -> plans.Plan:
 
 
 def _usage_summary(user: User) -> dict[str, Any]:
-    """The entitlements usage summary once that app provides it; until then the effective plan
-    and its limits, with counts shown as not measured."""
-    try:
-        from apps.entitlements.services import usage_summary
-    except ImportError:
-        usage_summary = None
-    if usage_summary is not None:
-        summary = usage_summary(user)
-        return {
-            "plan": summary.get("plan_label") or str(summary.get("plan", "")).capitalize(),
-            "entitlements": summary,
-            "metered": bool(summary.get("metered")),
-        }
-    plan = _plan(user)
-    resources = [
-        {"label": res.label, "limit_display": _display(plans.LIMITS[plan][name], res)}
-        for name, res in plans.RESOURCES.items()
-    ]
-    return {"plan": plan.label, "resources": resources, "metered": False}
-
-
-def _display(limit: int, res: plans.Resource) -> str:
-    return filesizeformat(limit) if res.kind == plans.Kind.BYTES else f"{limit:,}"
+    summary = usage_summary(user)
+    return {
+        "plan": summary.get("plan_label") or str(summary.get("plan", "")).capitalize(),
+        "entitlements": summary,
+        "metered": bool(summary.get("metered")),
+    }

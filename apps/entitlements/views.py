@@ -12,11 +12,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from apps.accounts import policy
 from apps.accounts.models import User
 from apps.entitlements import services
 from apps.entitlements.plans import PRICES_CENTS, Plan
 from apps.entitlements.services import billing
-from kody.errors import AccountDeleting, KodyError
+from kody.errors import KodyError
 
 log = logging.getLogger(__name__)
 
@@ -24,11 +25,6 @@ log = logging.getLogger(__name__)
 def _user(request: HttpRequest) -> User:
     assert isinstance(request.user, User)
     return request.user
-
-
-def _assert_can_mutate(user: User) -> None:
-    if User.objects.filter(pk=user.pk, deleting_at__isnull=False).exists():
-        raise AccountDeleting()
 
 
 def _billing_context(user: User) -> dict[str, object]:
@@ -69,7 +65,7 @@ def _problem(request: HttpRequest, exc: KodyError) -> HttpResponse:
 def checkout(request: HttpRequest) -> HttpResponse:
     user = _user(request)
     try:
-        _assert_can_mutate(user)
+        policy.assert_can_mutate(user)
         url = billing.checkout_url_unsafe_in_transaction(
             user, request.POST.get("plan", ""), request.POST.get("interval", "month")
         )
@@ -84,7 +80,7 @@ def checkout(request: HttpRequest) -> HttpResponse:
 def checkout_json(request: HttpRequest) -> JsonResponse:
     user = _user(request)
     try:
-        _assert_can_mutate(user)
+        policy.assert_can_mutate(user)
         url = billing.checkout_url_unsafe_in_transaction(
             user, request.POST.get("plan", ""), request.POST.get("interval", "month")
         )

@@ -1,4 +1,4 @@
-"""``Authorization: Bearer <token>`` for the DRF API, resolved by the accounts token service."""
+"""``Authorization: Bearer <token>`` for the DRF API, resolved by ``KODY_BEARER_BACKEND``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.request import Request
+
+from kody.callers import bearer_backend
 
 REALM = "kody"
 
@@ -27,9 +29,7 @@ class BearerTokenAuthentication(BaseAuthentication):
         raw = bearer_from_header(header)
         if raw is None:
             raise exceptions.AuthenticationFailed("Use the Bearer authorization scheme.")
-        from apps.accounts.services.tokens import authenticate_bearer
-
-        token = authenticate_bearer(raw)
+        token = bearer_backend().authenticate_bearer(raw)
         if token is None:
             raise exceptions.AuthenticationFailed("The token is invalid, revoked or expired.")
         return token.user, token

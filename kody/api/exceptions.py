@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -31,13 +32,23 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
+def error_response(exc: KodyError) -> Response:
+    headers = {}
+    retry_after = getattr(exc, "retry_after_seconds", None)
+    if retry_after:
+        headers["Retry-After"] = str(retry_after)
+    return Response(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
+
+
 def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, KodyError):
-        response = Response(error_body(exc.code, exc.message, exc.details), status=exc.status)
-        retry_after = getattr(exc, "retry_after_seconds", None)
-        if retry_after:
-            response["Retry-After"] = str(retry_after)
-        return response
+        return error_response(exc)
+    if isinstance(exc, RequestDataTooBig):
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            error_body("payload_too_large", "The request body is too large.", {"limit": limit}),
+            413,
+        )
     response = exception_handler(exc, context)
     if response is None:
         logger.error("unhandled API error", exc_info=exc)

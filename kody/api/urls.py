@@ -24,6 +24,7 @@ def capability_patterns() -> list[URLPattern]:
 
 
 urlpatterns = [
+    path("", views.IndexView.as_view(), name="api-index"),
     path("capabilities", views.CapabilityListView.as_view(), name="api-capabilities"),
     *capability_patterns(),
     path("capabilities/<str:name>", views.CapabilityCallView.as_view(), name="api-capability-call"),

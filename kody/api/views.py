@@ -12,15 +12,18 @@ from typing import Any
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from kody.api.authentication import BearerTokenAuthentication
 from kody.api.exceptions import handle_exception
-from kody.capabilities import Capability, Context, invoke, visible_to
+from kody.capabilities import Capability, Context, all_capabilities, invoke, visible_to
 from kody.errors import InvalidInput
 
 ANY_OBJECT = {"type": "object", "additionalProperties": True}
@@ -72,10 +75,47 @@ CAPABILITY_LIST = {
 }
 
 
+class BoundedJSONParser(JSONParser):
+    """JSON whose nesting would exhaust the parser's stack is a 400, like any malformed body."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError as exc:
+            raise ParseError("JSON parse error - nested too deeply.") from exc
+
+
+# Query parameters DRF itself reads (format suffix); they are never capability input.
+DRF_QUERY_PARAMS = frozenset({api_settings.URL_FORMAT_OVERRIDE})
+
+
+INDEX = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "version": {"type": "string"},
+        "authenticated": {"type": "boolean"},
+        "links": {"type": "object", "additionalProperties": {"type": "string"}},
+        "capabilities": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "title": {"type": "string"},
+                    "path": {"type": "string"},
+                },
+            },
+        },
+    },
+    "required": ["name", "version", "authenticated", "links", "capabilities"],
+}
+
+
 class CapabilityAPIView(APIView):
     authentication_classes = [BearerTokenAuthentication]
     permission_classes = [IsAuthenticated]
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     def get_exception_handler(self) -> Callable[..., Response | None]:
         return handle_exception
@@ -115,6 +155,47 @@ class CapabilityListView(CapabilityAPIView):
         return Response({"capabilities": [describe(c) for c in visible_to(self.caller(request))]})
 
 
+class IndexView(CapabilityAPIView):
+    """``GET /api/v1/``: where to go next. Open to all; with a token it lists what it may call."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        operation_id="apiIndex",
+        summary="The API's entry point: capabilities and links to the schema and docs",
+        tags=["capabilities"],
+        responses={200: OpenApiResponse(INDEX), **ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        if request.user.is_authenticated:
+            caps = visible_to(self.caller(request))
+        else:
+            caps = [cap for cap in all_capabilities() if cap.role == "user"]
+        return Response(
+            {
+                "name": "Kody API",
+                "version": "v1",
+                "authenticated": bool(request.user.is_authenticated),
+                "links": {
+                    "capabilities": reverse("api-capabilities", request=request),
+                    "schema": reverse("api-schema", request=request),
+                    "docs": reverse("api-docs", request=request),
+                    "mcp": request.build_absolute_uri("/mcp"),
+                },
+                "capabilities": [
+                    {"name": cap.name, "title": cap.title or cap.name, "path": _path_of(cap)}
+                    for cap in caps
+                ],
+            }
+        )
+
+
+def _path_of(cap: Capability) -> str:
+    if cap.rest is not None:
+        return f"{cap.rest.method} /api/v1/{cap.rest.path}"
+    return f"POST /api/v1/capabilities/{cap.name}"
+
+
 class CapabilityCallView(CapabilityAPIView):
     @extend_schema(exclude=True)
     def post(self, request: Request, name: str) -> Response:
@@ -137,7 +218,10 @@ def alias_view(cap: Capability) -> Callable[..., Any]:
     method = cap.rest.method.lower()
 
     def handler(self: CapabilityAPIView, request: Request) -> Response:
-        arguments = request.query_params.dict() if method == "get" else request.data
+        arguments = request.data
+        if method == "get":
+            query = request.query_params.dict()
+            arguments = {k: v for k, v in query.items() if k not in DRF_QUERY_PARAMS}
         return self.call(request, cap.name, arguments)
 
     request_schema = cap.input_schema if method == "post" else None

@@ -1,22 +1,23 @@
 """Calling a capability: the checks every surface shares, in one order.
 
 Order: the capability exists (404) → the caller's role allows it (403) → the token's scopes
-allow it (403) → the input matches the schema (422) → a mutation is refused once the account is
-being deleted (409) → the handler runs. Admin capabilities write an audit row for every
-attempt, allowed or not, with hashed identifiers only.
+allow it (403) → the input is text Postgres can store (no NUL, no lone surrogate) and matches
+the schema (422) → a mutation is refused once the account is being deleted (409, the
+``KODY_ACCOUNT_POLICY``) → the handler runs. Admin capabilities write an audit row for every
+attempt, allowed or not, with hashed identifiers only; a crash is audited with reason ``error``.
+Error details never echo more than a few hundred characters of what the caller sent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kody.callers import Principal, Token, account_policy, audit_sink
 from kody.capabilities.registry import Capability, all_capabilities, get
+from kody.capabilities.text import check_text, clipped
 from kody.errors import AccountDeleting, Forbidden, InvalidInput, KodyError, NotFound
-
-if TYPE_CHECKING:
-    from apps.accounts.models import AccessToken, User
 
 MAX_REPORTED_ERRORS = 10
 
@@ -35,8 +36,9 @@ class InsufficientScope(Forbidden):
 class Context:
     """Who is calling and through which surface; handlers scope every read and write by ``user``."""
 
-    user: User
-    token: AccessToken | None = None
+    # The accounts app's own user and token rows; the kernel relies only on these Protocols.
+    user: Principal
+    token: Token | None = None
     surface: str = "api"  # api | mcp | ui | cli
     ip: str | None = None
 
@@ -66,6 +68,9 @@ def invoke(name: str, ctx: Context, arguments: Mapping[str, Any] | None = None) 
     except KodyError as exc:
         _audit_admin(cap, ctx, "failure", reason=exc.code)
         raise
+    except Exception:
+        _audit_admin(cap, ctx, "failure", reason="error")
+        raise
     _audit_admin(cap, ctx, "success")
     return result
 
@@ -76,7 +81,7 @@ def _checked_call(cap: Capability, ctx: Context, arguments: Mapping[str, Any] | 
     if ctx.token is not None and not ctx.token.allows(cap.scope):
         raise InsufficientScope(details={"name": cap.name, "scope": cap.scope})
     data = _validated(cap, arguments)
-    if cap.mutates and _is_deleting(ctx.user):
+    if cap.mutates and account_policy().is_deleting(ctx.user):
         raise AccountDeleting()
     return cap.handler(ctx, **data)
 
@@ -91,12 +96,13 @@ def _validated(cap: Capability, arguments: Mapping[str, Any] | None) -> dict[str
     data = {} if arguments is None else arguments
     if not isinstance(data, Mapping):
         raise InvalidInput("The input must be a JSON object.", details={"errors": []})
+    check_text(data)
     errors = sorted(cap.validator.iter_errors(dict(data)), key=lambda e: list(e.absolute_path))
     if errors:
         raise InvalidInput(
             details={
                 "errors": [
-                    {"path": "/" + "/".join(str(p) for p in e.absolute_path), "message": e.message}
+                    {"path": clipped(_pointer(e.absolute_path)), "message": clipped(e.message)}
                     for e in errors[:MAX_REPORTED_ERRORS]
                 ]
             }
@@ -104,17 +110,14 @@ def _validated(cap: Capability, arguments: Mapping[str, Any] | None) -> dict[str
     return dict(data)
 
 
-def _is_deleting(user: User) -> bool:
-    # Read fresh: deletion may have been marked after this caller authenticated.
-    return type(user).objects.filter(pk=user.pk, deleting_at__isnull=False).exists()
+def _pointer(path: Any) -> str:
+    return "/" + "/".join(str(p) for p in path)
 
 
 def _audit_admin(cap: Capability, ctx: Context, result: str, reason: str | None = None) -> None:
     if cap.role != "admin":
         return
-    from apps.accounts.services import audit
-
-    audit.record(
+    audit_sink()(
         category="admin",
         action=cap.name,
         result=result,

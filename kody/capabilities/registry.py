@@ -1,8 +1,9 @@
 """The one capability registry that the DRF API and the MCP endpoint both serve.
 
 Apps declare capabilities in ``apps/<app>/capabilities.py`` with the ``@capability`` decorator;
-``autodiscover()`` imports those modules once, at ``KodyConfig.ready()``. A name is registered
-once: a second registration of the same name is a programming error and fails at start-up.
+``kody.discovery.autodiscover()`` imports those modules once, at ``KodyConfig.ready()``. A name
+is registered once: a second registration of the same name is a programming error and fails at
+start-up.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import autodiscover_modules
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
@@ -120,10 +120,6 @@ def all_capabilities() -> list[Capability]:
 def unregister(name: str) -> None:
     """For tests that register throwaway capabilities."""
     _registry.pop(name, None)
-
-
-def autodiscover() -> None:
-    autodiscover_modules("capabilities")
 
 
 def _check_definition(cap: Capability) -> None:

@@ -15,10 +15,7 @@ retire("repo_session_index_backfill")   # the name stays so queued messages stil
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -141,30 +138,9 @@ def due_lanes(
     ]
 
 
-_KERNEL_LANE_MODULES = ("kody.actors.lanes", "kody.kv.lanes")
-_discovered = False
-discovery_errors: dict[str, str] = {}
-
-
 def autodiscover() -> None:
-    global _discovered
-    if _discovered:
-        return
-    from django.apps import apps
+    # Lanes register as their modules import (kody.discovery, at start-up); imported here
+    # because those modules import this registry.
+    from kody.discovery import autodiscover as discover_all
 
-    for module in _KERNEL_LANE_MODULES:
-        importlib.import_module(module)
-    for config in apps.get_app_configs():
-        if config.name == "kody":
-            continue
-        candidate = f"{config.name}.lanes"
-        if importlib.util.find_spec(candidate) is None:
-            continue
-        try:
-            importlib.import_module(candidate)
-        except Exception:
-            # One app's broken lanes module must not stop every other app's lanes; the error
-            # is logged on every dispatch until it is fixed.
-            log.exception("could not import %s; its lanes will not run", candidate)
-            discovery_errors[candidate] = traceback.format_exc()
-    _discovered = True
+    discover_all()

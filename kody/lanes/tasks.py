@@ -60,8 +60,6 @@ def dispatch(now_iso: str | None = None) -> list[str]:
             continue
         if _claim_window(item, now):
             names.append(item.name)
-    for module in registry.discovery_errors:
-        log.error("lanes of %s are not running: the module failed to import", module)
     for name in names:
         run.apply_async(args=[name])
     log.info("lanes dispatched at %s: %s", now.isoformat(timespec="seconds"), ",".join(names))

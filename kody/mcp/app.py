@@ -2,8 +2,9 @@
 
 The SDK's Streamable HTTP session manager runs stateless with JSON responses: every POST is a
 complete JSON-RPC exchange, so any worker process can answer any request and nothing about a
-session lives in memory. Bearer tokens are checked by the SDK's auth middleware through a
-verifier that asks the accounts token service, so a missing or bad token gets a 401 with
+session lives in memory, and no server-initiated stream is offered: ``GET /mcp`` is a 405.
+Bearer tokens are checked by the SDK's auth middleware through a verifier that asks the
+``KODY_BEARER_BACKEND`` (kody.callers), so a missing or bad token gets a 401 with
 ``WWW-Authenticate: Bearer`` before the MCP layer sees the request. The session manager needs
 the ASGI lifespan (uvicorn and hypercorn send it); ``with_mcp`` forwards lifespan to this app.
 """
@@ -17,8 +18,10 @@ from mcp.server.auth.provider import AccessToken as McpAccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from kody.callers import bearer_backend
 from kody.mcp.server import TOKEN_CLAIM, build_server, db_call
 
 MCP_PATH = "/mcp"
@@ -26,9 +29,7 @@ MCP_PATH = "/mcp"
 
 class DjangoTokenVerifier:
     async def verify_token(self, token: str) -> McpAccessToken | None:
-        from apps.accounts.services.tokens import authenticate_bearer
-
-        found = await db_call(authenticate_bearer, token)
+        found = await db_call(bearer_backend().authenticate_bearer, token)
         if found is None:
             return None
         return McpAccessToken(
@@ -72,7 +73,9 @@ def with_mcp(django_app: ASGIApp, mcp_app: ASGIApp) -> Any:
     """One ASGI callable: ``/mcp`` and the lifespan go to the MCP app, the rest to Django."""
 
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan" or _is_mcp(scope):
+        if _is_mcp(scope) and scope.get("method") == "GET":
+            await _no_stream(scope, receive, send)
+        elif scope["type"] == "lifespan" or _is_mcp(scope):
             await mcp_app(scope, receive, send)
         else:
             await django_app(scope, receive, send)
@@ -83,3 +86,16 @@ def with_mcp(django_app: ASGIApp, mcp_app: ASGIApp) -> Any:
 def _is_mcp(scope: Scope) -> bool:
     path = scope.get("path", "")
     return scope["type"] == "http" and (path == MCP_PATH or path.startswith(MCP_PATH + "/"))
+
+
+async def _no_stream(scope: Scope, receive: Receive, send: Send) -> None:
+    # Stateless JSON mode has nothing to push; without this the SDK holds the GET open, silent.
+    body = {
+        "error": {
+            "code": "method_not_allowed",
+            "message": "This server offers no server-initiated stream; POST JSON-RPC to /mcp.",
+            "details": {},
+        }
+    }
+    response = JSONResponse(body, status_code=405, headers={"Allow": "POST, DELETE"})
+    await response(scope, receive, send)

@@ -9,6 +9,7 @@ request cycle does. Domain errors come back as tool results with ``isError`` set
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -20,8 +21,11 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from kody.callers import bearer_backend
 from kody.capabilities import Capability, Context, get, invoke, visible_to
 from kody.errors import KodyError, Unauthenticated
+
+logger = logging.getLogger(__name__)
 
 SERVER_NAME = "kody"
 SERVER_VERSION = "1.0.0"
@@ -76,15 +80,17 @@ async def call_tool(
         result = await db_call(_invoke, _token_id(ctx), params.name, params.arguments, _ip(ctx))
     except KodyError as exc:
         return _error_result(exc)
+    except Exception:
+        # The SDK would put str(exc) in the result: a driver message is not for the client.
+        logger.exception("MCP tool %s crashed", params.name)
+        return _error_result(KodyError("Something went wrong on our side.", code="internal_error"))
     return _success_result(result)
 
 
 def _caller(token_id: int, ip: str | None = None) -> Context:
-    from apps.accounts.models import AccessToken
-
-    token = AccessToken.objects.select_related("user").filter(pk=token_id).first()
     # The token was checked moments ago at the HTTP layer; this catches a revoke in between.
-    if token is None or not token.is_active:
+    token = bearer_backend().token_by_id(token_id)
+    if token is None:
         raise Unauthenticated()
     return Context(user=token.user, token=token, surface="mcp", ip=ip)
 
@@ -120,6 +126,10 @@ def _success_result(result: Any) -> types.CallToolResult:
 
 def _error_result(exc: KodyError) -> types.CallToolResult:
     body = {"error": exc.as_dict()}
+    retry_after = getattr(exc, "retry_after_seconds", None)
+    if retry_after:
+        # A tool result has no HTTP status of its own; the same hint rides in the details.
+        body["error"]["details"] = {**exc.details, "status": exc.status, "retryAfter": retry_after}
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(body, default=str))], is_error=True
     )

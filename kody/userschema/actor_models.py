@@ -103,7 +103,7 @@ def _validate(model: type[ActorModel]) -> None:
 
 
 def actor_models() -> list[type[ActorModel]]:
-    from kody.actors.discovery import autodiscover
+    from kody.discovery import autodiscover
 
     autodiscover()
     # A registry without app configs: its models are only listed in all_models.

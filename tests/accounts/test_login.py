@@ -1,4 +1,4 @@
-"""Sign in by username or email, rate limiting per IP + identifier, logout by POST only."""
+"""Sign in by username or email, failure budgets per account and per IP, logout by POST only."""
 
 from __future__ import annotations
 
@@ -59,13 +59,22 @@ def test_repeated_failures_are_rate_limited_even_with_the_right_password(
     assert "_auth_user_id" not in client.session
 
 
-def test_rate_limit_is_per_ip(owner: User) -> None:
+def test_the_account_budget_holds_whatever_names_it_and_from_any_ip(owner: User) -> None:
     for _ in range(identity.LOGIN_MAX_FAILURES):
         with pytest.raises(identity.InvalidCredentials):
-            identity.authenticate_login(owner.username, "wrong-guess", ip="10.0.0.1")
+            identity.authenticate_login(owner.email, "wrong-guess", ip="10.0.0.1")
+    for name in (owner.email, owner.email.upper(), owner.username, owner.username.upper()):
+        with pytest.raises(identity.RateLimited):
+            identity.authenticate_login(name, PASSWORD, ip="10.0.0.2")
+
+
+def test_the_ip_budget_spans_every_identifier_it_tries(owner: User) -> None:
+    for n in range(identity.LOGIN_MAX_IP_FAILURES):
+        with pytest.raises(identity.InvalidCredentials):
+            identity.authenticate_login(f"guess{n}@example.com", "wrong-guess", ip="10.0.0.9")
     with pytest.raises(identity.RateLimited):
-        identity.authenticate_login(owner.username, PASSWORD, ip="10.0.0.1")
-    assert identity.authenticate_login(owner.username, PASSWORD, ip="10.0.0.2") == owner
+        identity.authenticate_login(owner.username, PASSWORD, ip="10.0.0.9")
+    assert identity.authenticate_login(owner.username, PASSWORD, ip="10.0.0.10") == owner
 
 
 def test_a_deleting_account_cannot_sign_in(client: Client, owner: User) -> None:

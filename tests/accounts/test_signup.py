@@ -79,19 +79,34 @@ def test_bad_input_is_explained_and_writes_nothing(
     assert mail.outbox == []
 
 
-def test_duplicate_email_is_a_conflict(
+def test_an_existing_email_gets_the_new_address_answer_and_its_owner_is_mailed(
     client: Client, owner: User, django_capture_on_commit_callbacks: Any
 ) -> None:
-    response = _post(
+    fresh = _post(
+        Client(),
+        django_capture_on_commit_callbacks,
+        email="brand.new@example.com",
+        username=unique(),
+        password=PASSWORD,
+    )
+    mail.outbox.clear()
+    taken = _post(
         client,
         django_capture_on_commit_callbacks,
         email=owner.email.upper(),
         username=unique(),
         password=PASSWORD,
     )
-    assert response.status_code == 409
-    assert "already exists" in response.content.decode()
-    assert User.objects.count() == 1
+
+    assert (taken.status_code, taken.url) == (fresh.status_code, fresh.url) == (302, "/signup/done")
+    assert client.get(taken.url).content == Client().get(fresh.url).content
+    assert User.objects.filter(email=owner.email).count() == 1
+    assert User.objects.count() == 2
+    [message] = mail.outbox
+    assert message.to == [owner.email]
+    assert "already has one" in message.body and "/reset-password" in message.body
+    assert "/verify" not in message.body
+    assert ("account", "signup", "failure") in audit_actions(owner.email)
 
 
 def test_duplicate_username_is_a_conflict_case_insensitively(

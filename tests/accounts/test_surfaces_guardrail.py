@@ -137,7 +137,7 @@ KERNEL_ACTORS = {"kody.AlarmClock"}
 
 def _product_actors() -> dict[str, type]:
     from kody.actors.base import _registry
-    from kody.actors.discovery import autodiscover
+    from kody.discovery import autodiscover
 
     autodiscover()
     return {

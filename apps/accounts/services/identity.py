@@ -27,6 +27,7 @@ from datetime import timedelta
 from typing import ParamSpec, TypeVar
 
 from django.contrib.auth import authenticate
+from django.contrib.auth.hashers import make_password
 from django.contrib.auth.password_validation import validate_password
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
@@ -34,7 +35,7 @@ from django.core.validators import validate_email
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from apps.accounts import usernames
+from apps.accounts import policy, usernames
 from apps.accounts.models import (
     EmailVerification,
     PasswordReset,
@@ -54,7 +55,8 @@ logger = logging.getLogger(__name__)
 VERIFY_TTL = timedelta(hours=24)
 RESET_TTL = timedelta(hours=1)
 EMAIL_CHANGE_TTL = timedelta(hours=24)
-LOGIN_MAX_FAILURES = 10
+LOGIN_MAX_FAILURES = 10  # per account (or unknown identifier)
+LOGIN_MAX_IP_FAILURES = 50  # per client IP, across every identifier it tries
 LOGIN_WINDOW_SECONDS = 15 * 60
 
 
@@ -86,6 +88,12 @@ class EmailNotVerified(Conflict):
     code = "email_not_verified"
 
 
+class AccountSuspended(KodyError):
+    code = "account_suspended"
+    status = 403
+    message = "This account is suspended. Contact support."
+
+
 class InvalidCredentials(KodyError):
     code = "invalid_credentials"
     status = 401
@@ -98,13 +106,9 @@ def _field_error(field: str, message: str, cls: type[KodyError] = InvalidInput) 
 # --- deletion fence -----------------------------------------------------------------------------
 
 
-def assert_can_mutate(user: User) -> None:
-    """Refuse any write for an account that is being deleted (reads the current row)."""
-    fenced = user.deleting_at is not None or (
-        User.objects.filter(pk=user.pk, deleting_at__isnull=False).exists()
-    )
-    if fenced:
-        raise AccountDeleting("This account is being deleted; changes are no longer accepted.")
+# The one "account is being deleted" check lives in apps.accounts.policy; kept here by name
+# because the identity services and their tests call it as identity.assert_can_mutate.
+assert_can_mutate = policy.assert_can_mutate
 
 
 P = ParamSpec("P")
@@ -127,8 +131,8 @@ def refuses_deleting(fn: Callable[P, R]) -> Callable[P, R]:
 
 def _lock_user(user_id: int) -> User:
     user = User.objects.select_for_update().get(pk=user_id)
-    if user.deleting_at is not None:
-        raise AccountDeleting("This account is being deleted; changes are no longer accepted.")
+    if policy.is_deleting(user):
+        raise AccountDeleting()
     return user
 
 
@@ -209,9 +213,28 @@ def _claim(user: User, email: str) -> None:
 
 def signup(
     *, email: str, username: str, password: str, ip: str | None = None, path: str | None = None
-) -> User:
+) -> User | None:
+    """Create an account and mail its verification link.
+
+    An address that already has an account gets exactly the answer a new one gets (``None``
+    instead of the user, which no surface shows); its owner is mailed instead, so signup does
+    not reveal who has an account here.
+    """
     try:
         user = _signup(email=email, username=username, password=password)
+    except EmailTaken:
+        make_password(password)  # spend the hashing time a new account would have
+        audit.record(
+            category="account",
+            action="signup",
+            result="failure",
+            email=email or None,
+            ip=ip,
+            path=path,
+            reason="email_taken",
+        )
+        _mail_existing_owner(normalize_email(email))
+        return None
     except KodyError as exc:
         audit.record(
             category="account",
@@ -281,6 +304,20 @@ def provision(
     return user
 
 
+def _mail_existing_owner(email: str) -> None:
+    if not onetime.within_hourly_budget("signup-existing", email):
+        return
+    onetime.mail_after_commit(
+        email,
+        "Someone tried to sign up to Kody with your address",
+        "Someone (perhaps you) tried to create a Kody account with this email address, which "
+        "already has one.\n\n"
+        f"To sign in: {onetime.site_link('/login')}\n"
+        f"Forgot your password? {onetime.site_link('/reset-password')}\n\n"
+        "If it was not you, you can ignore this mail: nothing changed on your account.",
+    )
+
+
 def _check_available(email: str, username: str) -> None:
     if User.objects.filter(email=email).exists():
         raise _field_error("email", "An account with this email already exists.", EmailTaken)
@@ -338,9 +375,12 @@ def verify_email(token: str, *, ip: str | None = None) -> User:
 
 
 def request_password_reset(email: str, *, ip: str | None = None) -> None:
-    """Mail a reset link when the address belongs to an account; silent either way."""
+    """Mail a reset link when the address belongs to an account that may act; silent either way
+    (a suspended or deleting account gets no link, and the answer does not say so)."""
     email = clean_email(email)
-    user = User.objects.filter(email=email, deleting_at__isnull=True).first()
+    user = User.objects.filter(email=email).first()
+    if user is not None and not policy.may_act(user):
+        user = None
     if user is None or not onetime.within_hourly_budget("reset", email):
         audit.record(
             category="auth",
@@ -384,6 +424,8 @@ def reset_password(token: str, password: str, *, ip: str | None = None) -> User:
     )
     if row is None:
         raise InvalidToken("This link is not valid or was already used. Request a new one.")
+    if not policy.may_act(row.user):
+        raise AccountSuspended("This account cannot reset its password now. Contact support.")
     # Validate before consuming so a weak password does not burn the link.
     clean_password(password, row.user)
     row = onetime.consume(PasswordReset, token)
@@ -520,8 +562,14 @@ def confirm_claim_release(token: str, *, ip: str | None = None) -> None:
 # --- login and preferences ----------------------------------------------------------------------
 
 
-def _login_key(identifier: str, ip: str | None) -> str:
-    return "identity:login-fail:" + audit.keyed_hash(f"{ip or '-'}|{identifier.strip().lower()}")
+def _login_keys(account: User | None, ident: str, ip: str | None) -> list[tuple[str, int]]:
+    """The budgets one attempt draws on: the account (however it was named, or the identifier
+    when no account matches) and the client IP (however many accounts it tries)."""
+    who = f"account:{account.pk}" if account is not None else f"identifier:{ident}"
+    keys = [("identity:login-fail:" + audit.keyed_hash(who), LOGIN_MAX_FAILURES)]
+    if ip:
+        keys.append(("identity:login-fail:" + audit.keyed_hash(f"ip:{ip}"), LOGIN_MAX_IP_FAILURES))
+    return keys
 
 
 def _failures(key: str) -> int:
@@ -540,47 +588,52 @@ def _count_failure(key: str) -> None:
         logger.warning("login rate-limit cache unavailable")
 
 
-def reset_login_failures(identifier: str, ip: str | None) -> None:
-    cache.delete(_login_key(identifier, ip))
+def authenticate_login(
+    identifier: str, password: str, *, ip: str | None = None, path: str | None = None
+) -> User:
+    """Check credentials (username or email) under a per-account and a per-IP failure budget.
 
-
-def authenticate_login(identifier: str, password: str, *, ip: str | None = None) -> User:
-    """Check credentials (username or email) under a per IP + identifier failure budget."""
-    key = _login_key(identifier, ip)
+    The one sign-in check for the account UI and ``/admin/login/``; every outcome is audited.
+    """
     ident = identifier.strip().lower()
     account = User.objects.filter(
         models.Q(email=ident) if "@" in ident else models.Q(username__iexact=ident)
     ).first()
     email = account.email if account else (ident if "@" in ident else None)
-    if _failures(key) >= LOGIN_MAX_FAILURES:
-        audit.record(category="auth", action="login", result="rate_limited", email=email, ip=ip)
+    keys = _login_keys(account, ident, ip)
+
+    def refuse(result: str, reason: str | None) -> None:
+        audit.record(
+            category="auth",
+            action="login",
+            result=result,
+            email=email,
+            ip=ip,
+            path=path,
+            reason=reason,
+        )
+
+    if any(_failures(key) >= limit for key, limit in keys):
+        refuse("rate_limited", None)
         raise RateLimited("Too many failed sign-in attempts. Wait 15 minutes and try again.")
     # Unknown identifiers still go through authenticate(), which runs a dummy hash so response
     # time does not reveal whether the account exists.
     user = authenticate(username=account.username if account else ident, password=password)
     if user is None:
-        _count_failure(key)
-        audit.record(
-            category="auth",
-            action="login",
-            result="failure",
-            email=email,
-            ip=ip,
-            reason="invalid_credentials",
-        )
+        for key, _ in keys:
+            _count_failure(key)
+        refuse("failure", "invalid_credentials")
         raise InvalidCredentials("That email/username and password do not match.")
-    if user.deleting_at is not None:
-        audit.record(
-            category="auth",
-            action="login",
-            result="failure",
-            email=user.email,
-            ip=ip,
-            reason="account_deleting",
-        )
+    if policy.is_deleting(user):
+        refuse("failure", "account_deleting")
         raise AccountDeleting("This account is being deleted.")
-    cache.delete(key)
-    audit.record(category="auth", action="login", result="success", email=user.email, ip=ip)
+    if not policy.may_act(user):
+        refuse("failure", "account_suspended")
+        raise AccountSuspended()
+    cache.delete(keys[0][0])
+    audit.record(
+        category="auth", action="login", result="success", email=user.email, ip=ip, path=path
+    )
     return user
 
 

@@ -65,8 +65,12 @@ def consume(model: type[models.Model], token: str) -> Any:
     return row
 
 
+def site_link(path: str) -> str:
+    return f"{settings.SITE_URL.rstrip('/')}{path}"
+
+
 def link(path: str, token: str) -> str:
-    return f"{settings.SITE_URL.rstrip('/')}{path}?token={token}"
+    return f"{site_link(path)}?token={token}"
 
 
 def mail_after_commit(

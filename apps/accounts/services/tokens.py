@@ -17,9 +17,10 @@ from django.core.cache import cache
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.accounts import policy
 from apps.accounts.models import AccessToken, TokenKind, User
 from apps.accounts.services import audit
-from kody.errors import AccountDeleting, InvalidInput, NotFound, RateLimited
+from kody.errors import InvalidInput, NotFound, RateLimited
 
 PAT_PREFIX = "kody_pat_"
 SECRET_BYTES = 32
@@ -50,8 +51,7 @@ def create_token(
 ) -> tuple[AccessToken, str]:
     """Issue a PAT; the plaintext is returned once and never stored."""
     name = _clean_name(name)
-    if user.deleting_at is not None:
-        raise AccountDeleting()
+    policy.assert_can_mutate(user)
     if enforce_rate_limit and not _take_creation_slot(user):
         _audit(user, "token_create", "rate_limited", ip=ip)
         raise RateLimited("Too many tokens created recently; try again within the hour.")
@@ -97,14 +97,25 @@ def authenticate_bearer(raw: str | None) -> AccessToken | None:
         .filter(token_hash=hash_secret(raw), revoked_at__isnull=True)
         .first()
     )
-    if token is None or not token.is_active or not _user_may_act(token.user):
+    if token is None or not token.is_active or not policy.may_act(token.user):
         return None
     _touch(token)
     return token
 
 
-def _user_may_act(user: User) -> bool:
-    return user.is_active and user.deleting_at is None and user.suspended_at is None
+def token_by_id(token_id: int) -> AccessToken | None:
+    """A token authenticated moments ago, re-read: a revoke or suspension in between counts."""
+    token = AccessToken.objects.select_related("user").filter(pk=token_id).first()
+    if token is None or not token.is_active or not policy.may_act(token.user):
+        return None
+    return token
+
+
+class BearerBackend:
+    """The object ``KODY_BEARER_BACKEND`` names (kody.callers.BearerBackend)."""
+
+    authenticate_bearer = staticmethod(authenticate_bearer)
+    token_by_id = staticmethod(token_by_id)
 
 
 def _touch(token: AccessToken) -> None:

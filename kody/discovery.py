@@ -1,0 +1,27 @@
+"""Import every module that registers something: the kernel's own, then each app's.
+
+One call, from ``KodyConfig.ready()``: each installed app's ``actor`` package (actor classes
+and per-user models), ``lanes`` and ``capabilities`` modules. A module that fails to import
+fails start-up with its own traceback; nothing is skipped quietly and found missing later.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from django.utils.module_loading import autodiscover_modules
+
+KERNEL_MODULES = ("kody.actors.models", "kody.actors.alarms", "kody.actors.lanes", "kody.kv.lanes")
+APP_MODULES = ("actor", "lanes", "capabilities")
+
+_done = False
+
+
+def autodiscover() -> None:
+    global _done
+    if _done:
+        return
+    for name in KERNEL_MODULES:
+        importlib.import_module(name)
+    autodiscover_modules(*APP_MODULES)
+    _done = True
