@@ -55,3 +55,25 @@ def test_a_missing_or_wrong_setting_fails_loudly(settings) -> None:  # type: ign
     del settings.KODY_BEARER_BACKEND
     with pytest.raises(ImproperlyConfigured):
         callers.bearer_backend()
+
+
+def test_a_broken_app_module_fails_discovery_loudly(monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import importlib
+    from types import SimpleNamespace
+
+    from django.apps import apps
+
+    from kody import discovery
+
+    package = tmp_path / "brokenapp"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "lanes.py").write_text("raise RuntimeError('lanes.py has a bug')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fake = SimpleNamespace(name="brokenapp", module=importlib.import_module("brokenapp"))
+    monkeypatch.setattr(apps, "get_app_configs", lambda: [fake])
+    monkeypatch.setattr(discovery, "_done", False)
+
+    with pytest.raises(RuntimeError, match="lanes.py has a bug"):
+        discovery.autodiscover()
+    assert discovery._done is False
