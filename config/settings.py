@@ -27,7 +27,11 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = envlist("KODY_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = envlist("KODY_CSRF_TRUSTED_ORIGINS", [])
-SITE_URL = envstr("KODY_SITE_URL", "http://127.0.0.1:8000")
+# Where mail links point. ``manage.py up`` sets it to the host and port it serves on; a
+# command run beside it with KODY_PORT/KODY_HOST set follows them too.
+SITE_URL = envstr("KODY_SITE_URL") or (
+    f"http://{envstr('KODY_HOST', '127.0.0.1')}:{envint('KODY_PORT', 8000)}"
+)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -47,8 +47,10 @@ ERRORS = {
         403: "Role or token scope does not allow this (forbidden, insufficient_scope).",
         404: "Unknown capability or object (unknown_capability, not_found, ...).",
         409: "Conflicts with current state (account_deleting, ...).",
+        413: "The request body is over the size limit (payload_too_large).",
         422: "Input does not match the capability's schema (invalid_input).",
         429: "Rate or plan limit reached (rate_limited, limit_reached).",
+        503: "Briefly unavailable (actor_unavailable); retry after Retry-After seconds.",
     }.items()
 }
 

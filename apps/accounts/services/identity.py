@@ -26,6 +26,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import ParamSpec, TypeVar
 
+from django.apps import apps as django_apps
 from django.contrib.auth import authenticate
 from django.contrib.auth.hashers import make_password
 from django.contrib.auth.password_validation import validate_password
@@ -35,7 +36,7 @@ from django.core.validators import validate_email
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from apps.accounts import policy, usernames
+from apps.accounts import operators, policy, usernames
 from apps.accounts.models import (
     EmailVerification,
     PasswordReset,
@@ -54,6 +55,7 @@ logger = logging.getLogger(__name__)
 
 VERIFY_TTL = timedelta(hours=24)
 RESET_TTL = timedelta(hours=1)
+SET_PASSWORD_TTL = timedelta(hours=24)
 EMAIL_CHANGE_TTL = timedelta(hours=24)
 LOGIN_MAX_FAILURES = 10  # per account (or unknown identifier)
 LOGIN_MAX_IP_FAILURES = 50  # per client IP, across every identifier it tries
@@ -275,10 +277,16 @@ def _signup(*, email: str, username: str, password: str) -> User:
 
 
 def provision(
-    *, email: str, username: str, password: str | None = None, staff: bool = False
+    *,
+    email: str,
+    username: str,
+    password: str | None = None,
+    staff: bool = False,
+    superuser: bool = False,
 ) -> User:
     """Operator-created account (``manage.py create_user``): verified at once, since the
-    operator vouches for the address; without a password it can only sign in after a reset."""
+    operator vouches for the address; without a password it signs in after a set-password link
+    (``set_password_link``). Staff join the ``operators`` group; a superuser has every right."""
     email = clean_email(email)
     username = clean_username(username)
     if password is not None:
@@ -290,18 +298,29 @@ def provision(
             email=email,
             password=password,
             stable_user_id=_mint_stable_user_id(email),
-            is_staff=staff,
+            is_staff=staff or superuser,
+            is_superuser=superuser,
             email_verified_at=timezone.now(),
         )
         _claim(user, email)
+        if staff and not superuser:
+            user.groups.add(operators.sync_group(django_apps))
     audit.record(
         category="admin",
         action="user_create",
         result="success",
         email=email,
-        reason="staff" if staff else None,
+        reason="superuser" if superuser else "staff" if staff else None,
     )
     return user
+
+
+def set_password_link(user: User) -> str:
+    """A one-time link that sets the account's password (valid ``SET_PASSWORD_TTL``)."""
+    with transaction.atomic():
+        PasswordReset.objects.filter(user=user).delete()
+        token = onetime.issue(PasswordReset, user, SET_PASSWORD_TTL)
+    return onetime.link("/reset-password/confirm", token)
 
 
 def _mail_existing_owner(email: str) -> None:

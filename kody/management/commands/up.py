@@ -53,6 +53,22 @@ def _embedded_services() -> list[EmbeddedService]:
     return [service for service in services if service.pid is not None]
 
 
+DEFAULT_SITE_URL = "http://127.0.0.1:8000"
+
+
+def _site_url(host: str, port: int) -> tuple[str, dict[str, str]]:
+    """The URL mail links use: KODY_SITE_URL when set, else where this server listens. The
+    children (web and workers) get it in their environment."""
+    env = dict(os.environ)
+    if env.get("KODY_SITE_URL"):
+        return env["KODY_SITE_URL"].rstrip("/"), env
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    env["KODY_SITE_URL"] = f"http://{shown}:{port}"
+    return env["KODY_SITE_URL"], env
+
+
 def _name_of(argv: list[str]) -> str:
     if "beat" in argv:
         return "beat"
@@ -96,8 +112,12 @@ class Command(BaseCommand):
             children += _celery_commands(python)
 
         services = _embedded_services()
-        procs = [(name, subprocess.Popen(argv, start_new_session=True)) for name, argv in children]
-        url = f"http://{options['host']}:{options['port']}/"
+        site_url, env = _site_url(options["host"], options["port"])
+        procs = [
+            (name, subprocess.Popen(argv, start_new_session=True, env=env))
+            for name, argv in children
+        ]
+        url = site_url.rstrip("/") + "/"
         self.stdout.write(self.style.SUCCESS(f"Kody is starting: open {url}"))
         self.stdout.write(
             "Processes: "
@@ -106,9 +126,12 @@ class Command(BaseCommand):
                 + [f"embedded {service.name} (pid {service.pid})" for service in services]
             )
         )
+        # Links the command prints must point where this server listens, from any shell.
+        prefix = "" if site_url == DEFAULT_SITE_URL else f"KODY_SITE_URL={site_url} "
         self.stdout.write(
-            "Create the first operator account with:\n"
-            "  .venv/bin/python manage.py create_user you@example.com --username you --staff\n"
+            "Create the first operator account (it asks for a password) with:\n"
+            f"  {prefix}.venv/bin/python manage.py create_user you@example.com --username you "
+            "--staff\n"
             "then sign in at " + url + "admin/ . Stop everything with Ctrl-C."
         )
         sys.stdout.flush()
