@@ -3,7 +3,7 @@
 View every model; change only the moderation and support models below; add nothing else and
 delete nothing. Credential columns (hashes, secrets, ciphertexts) are never rendered by any
 admin (see ``apps/accounts/admin.py``), and no model holding them is changeable here. Full
-rights are ``--superuser``. The group is created by migration ``accounts.0003`` and re-synced
+rights are ``--superuser``. The group is created by migration ``accounts.0004`` and re-synced
 after every ``migrate`` so a model added later is viewable too.
 """
 

@@ -22,16 +22,16 @@ def backwards(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("accounts", "0002_database_foreign_keys"),
+        ("accounts", "0003_account_deletions"),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
         ("community", "0001_initial"),
         ("entitlements", "0002_storage_reconcile_cursor_row"),
         ("jobs", "0001_initial"),
         ("mailbox", "0002_database_foreign_keys_and_marker"),
-        ("packages", "0002_database_foreign_keys"),
+        ("packages", "0003_secret_entry_key_id"),
         ("system_email", "0002_database_foreign_keys_and_marker"),
-        ("kody", "0004_lane_dispatch_claim"),
+        ("kody", "0005_vectors_follow_the_embedder"),
     ]
 
     operations = [migrations.RunPython(forwards, backwards)]
