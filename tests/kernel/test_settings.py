@@ -60,3 +60,11 @@ def test_production_refuses_to_start_without_a_secret_key():
     result = _manage("check", KODY_DEBUG="0", KODY_SECRET_KEY="")
     assert result.returncode != 0
     assert "KODY_SECRET_KEY" in result.stderr
+
+
+def test_the_readme_names_every_blob_storage_health_reports():
+    from config.buckets import BUCKETS
+
+    readme = (ROOT / "README.md").read_text()
+    assert [name for name in BUCKETS if f"`{name}`" not in readme] == []
+    assert len(BUCKETS) == 4 and "four blob storages" in readme
