@@ -101,9 +101,8 @@ def test_broker_down_reports_actor_unavailable_with_retry_after(
     error = tool_error(mcp_asgi.call_tool(owner_token[1], "testMeterRead", {}))
     assert error["code"] == "actor_unavailable"
     assert error["details"] == {"status": 503, "retryAfter": 5}
-    # accountUsage degrades to metered=false rather than failing.
-    response = mcp_asgi.call_tool(owner_token[1], "accountUsage", {})
-    assert response.json()["result"]["structuredContent"]["metered"] is False
+    usage = tool_error(mcp_asgi.call_tool(owner_token[1], "accountUsage", {}))
+    assert usage["code"] == "actor_unavailable" and usage["details"]["retryAfter"] == 5
 
 
 def test_a_crash_answers_internal_error_without_its_message(

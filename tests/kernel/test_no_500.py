@@ -120,12 +120,12 @@ def test_broker_down_is_503_with_retry_after(
     assert response["Retry-After"] == "5"
 
 
-def test_usage_with_the_broker_down_answers_without_meter_counts(
+def test_usage_with_the_broker_down_is_503_not_500(
     api: APIClient, owner_token: Token, broker_down: None
 ) -> None:
     response = api.get("/api/v1/account/usage", **bearer(owner_token[1]))
-    assert response.status_code == 200, response.content
-    assert response.json()["metered"] is False
+    assert_error(response, 503, "actor_unavailable")
+    assert response["Retry-After"] == "5"
 
 
 @pytest.fixture
