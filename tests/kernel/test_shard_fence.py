@@ -30,7 +30,7 @@ from tests.kernel.test_actor_crash import start_worker
 
 pytestmark = [pytest.mark.queue, pytest.mark.django_db(transaction=True)]
 
-ROUNDS = 10
+ROUNDS = 20  # the twenty takeovers
 USERS = 4
 STEP_PAUSE = 0.01  # each call takes a little while, so batches are in flight when paused
 WORKER_ENV = {
