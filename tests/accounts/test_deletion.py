@@ -322,3 +322,46 @@ def test_the_delete_page_shows_the_refund(client, owner, settings, frozen_clock)
         assert fake.subscriptions[subscription["id"]]["status"] == "canceled"
     finally:
         fake.stop()
+
+
+def test_a_failing_vector_delete_keeps_the_account_and_a_rerun_completes(owner, monkeypatch):
+    from kody.vectors import index
+
+    real = index.delete_all_for_user
+
+    def failing(user_id: str) -> int:
+        raise RuntimeError("vector index unavailable")
+
+    monkeypatch.setattr(index, "delete_all_for_user", failing)
+    with pytest.raises(CommandError, match="retained at step out_of_band: RuntimeError"):
+        purge(owner.email)
+    assert_retained(owner, "out_of_band")
+    monkeypatch.setattr(index, "delete_all_for_user", real)
+    assert "complete" in purge(owner.email)
+
+
+def test_stripe_rejecting_keeps_the_account_and_its_subscription(owner, settings):
+    from tests.entitlements.stripe_fake import StripeFake
+
+    fake = StripeFake()
+    settings.STRIPE_API_BASE = fake.start()
+    settings.STRIPE_SECRET_KEY = "sk_test_fake"
+    try:
+        customer = fake.add_customer()["id"]
+        User.objects.filter(pk=owner.pk).update(stripe_customer_id=customer)
+        subscription = fake.add_subscription(customer, "kody_pro_month")
+        now = int(timezone.now().timestamp())
+        fake.add_invoice(
+            subscription,
+            [{"amount": 3000, "period": {"start": now - 86_400, "end": now + 29 * 86_400}}],
+        )
+        fake.reject_credit_notes = "credit amount exceeds what can be credited"
+        with pytest.raises(CommandError, match="retained at step billing: billing_settlement"):
+            purge(owner.email)
+        assert_retained(owner, "billing")
+        assert fake.subscriptions[subscription["id"]]["status"] == "active"
+        fake.reject_credit_notes = ""
+        assert "complete" in purge(owner.email)
+        assert fake.subscriptions[subscription["id"]]["status"] == "canceled"
+    finally:
+        fake.stop()
