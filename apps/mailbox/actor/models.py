@@ -14,7 +14,7 @@ from django.db.models.functions import Now
 from kody.userschema import ActorModel
 
 # The per-user schema version that brought the Mailbox tables.
-MAILBOX_SCHEMA = 4
+MAILBOX_SCHEMA = 5  # 4 is the jobs actors'; a v4 schema from either branch upgrades to both
 # The original's Mailbox schema version this actor implements (recorded in mailbox_meta).
 MAILBOX_VERSION = 5
 
