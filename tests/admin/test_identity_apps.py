@@ -167,6 +167,9 @@ def rows(owner) -> list:
         ),
         se.SystemEmailDailyCounter.objects.create(local_part="support", day=date(2026, 11, 1)),
         se.SystemEmailGraphAuthority.objects.get(),
+        acc.AccountDeletion.objects.create(
+            subject_user_id=owner.stable_user_id, subject_db_id=owner.pk, requested_by="operator"
+        ),
     ]
 
 
