@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import secrets
 import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 
+from _accounts import live_account_ids
 from _harness import (
     celery_worker,
     pg_binary,
@@ -197,8 +197,7 @@ def main() -> None:
     from kody.userschema.schemas import ensure_schema
 
     seconds = options.seconds
-    one = secrets.token_hex(32)
-    many = [secrets.token_hex(32) for _ in range(64)]
+    one, *many = live_account_ids(65)
     for user in [one, *many]:
         ensure_schema(user)
         settings.KODY_ACTORS_INLINE = True

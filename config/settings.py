@@ -190,6 +190,14 @@ KODY_VECTOR_EF_SEARCH = envint("KODY_VECTOR_EF_SEARCH", 200)
 # the id new writes use. Unset: one key derived from SECRET_KEY (apps/packages/services/crypto).
 KODY_SECRET_KEYS = envlist("KODY_SECRET_KEYS", [])
 KODY_SECRET_KEY_ID = envstr("KODY_SECRET_KEY_ID")
+# Every actor transaction sets these (SET LOCAL): a call that waits longer for a lock, or runs
+# one statement longer, fails alone with ActorUnavailable (retry with its key) instead of
+# holding its shard's batch.
+KODY_ACTOR_LOCK_TIMEOUT_MS = envint("KODY_ACTOR_LOCK_TIMEOUT_MS", 5000)
+KODY_ACTOR_STATEMENT_TIMEOUT_MS = envint("KODY_ACTOR_STATEMENT_TIMEOUT_MS", 30000)
+# The kernel asks this callable whether stable ids are live accounts or being deleted
+# (kody.userschema.accounts.AccountDirectory); the kernel never imports apps.*.
+KODY_ACCOUNT_DIRECTORY = "apps.accounts.kernel.account_states"
 CELERY_TASK_ROUTES = {"kody.lanes.*": {"queue": "default"}}
 # Beat reads its schedule from the database (django-celery-beat), so an operator can see and
 # pause it in /admin/. The one entry, the five-minute lane dispatcher, is created by the

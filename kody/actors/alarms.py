@@ -69,7 +69,7 @@ def due_alarms(
     now: datetime, after: tuple[datetime, str] | None, limit: int
 ) -> list[tuple[str, datetime]]:
     """Users whose alarm is due, oldest first, keyset-paged by (alarm_at, user_id)."""
-    rows = UserSchema.objects.filter(alarm_at__lte=now)
+    rows = UserSchema.objects.filter(alarm_at__lte=now, deleting_at__isnull=True)
     if after is not None:
         at, user_id = after
         rows = rows.filter(Q(alarm_at__gt=at) | Q(alarm_at=at, user_id__gt=user_id))

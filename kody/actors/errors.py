@@ -43,3 +43,8 @@ class ActorUnavailable(KodyError, ActorError):
     status = 503
     message = "The service is briefly unavailable; retry shortly."
     retry_after_seconds = 5
+
+
+class LockOrderRefused(ActorError):
+    """An inline call inside a caller's ``atomic()`` would take user locks out of the kernel's
+    one order (ascending stable id), which could deadlock a shard's batch; nothing ran."""

@@ -13,8 +13,24 @@ so a failing call cannot undo its neighbours, nor a failing user the other users
 that fails in any other way (schema gone, an unexpected error) is rolled back to its
 savepoint and run alone, after the batch commits, the way a single user always runs.
 
-Each user maps to one shard and a shard has one consumer, so a batch takes owner-row locks
-no other batch wants; inline calls hold at most one user's lock, so there is no lock cycle.
+Locks. Each user maps to one shard and a shard has one consumer, so no two batches want the
+same owner-row lock; but an inline call made inside a caller's ``atomic()`` holds its user's
+lock until that outer transaction ends, and such a caller may call several users. So every
+transaction takes owner-row locks in one order, ascending stable user id: a batch runs its
+users sorted, and an inline call inside a caller's transaction that would lock a user below
+one it already holds is refused (``LockOrderRefused``) before it waits. Locks other than
+owner rows (public rows a method updates) are not ordered by the kernel; for those, and for
+an outer transaction that simply holds a user's lock for long, every actor transaction sets
+``lock_timeout`` and ``statement_timeout`` (``KODY_ACTOR_LOCK_TIMEOUT_MS``,
+``KODY_ACTOR_STATEMENT_TIMEOUT_MS``): the call that hits one fails alone with
+``ActorUnavailable`` (unrecorded, so a retry with its key runs again) and the batch goes on.
+
+Accounts. A user with no schema gets one only if the account directory says the account is
+live (``kody.userschema.accounts``); otherwise its calls fail with ``NoLiveAccount`` or
+``AccountDeleting`` and nothing is created. The registry's deletion tombstone is read in the
+same round trip as the owner lock; while it is set only ``@deletion_safe`` methods run and
+the rest are answered ``AccountDeleting``, unrecorded.
+
 A batch with one user, and every call made inside a caller's transaction (inline), runs as
 one transaction per user as before.
 
@@ -33,15 +49,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.db.backends.utils import CursorWrapper
 from django.db.utils import ProgrammingError
 
 from kody.actors import fence
-from kody.actors.base import CallContext, actor_named, method_of
-from kody.actors.errors import OwnerMismatch
+from kody.actors.base import CallContext, actor_named, is_deletion_safe, method_of
+from kody.actors.errors import ActorUnavailable, LockOrderRefused, OwnerMismatch
 from kody.actors.wire import Call, Outcome
-from kody.userschema.schemas import ensure_schema, known
+from kody.errors import AccountDeleting
+from kody.userschema.accounts import NoLiveAccount
+from kody.userschema.schemas import REGISTRY, ensure_schema, known
 from kody.userschema.scope import user_schema_scope
 
 log = logging.getLogger("kody.actors")
@@ -52,6 +71,30 @@ PRUNE_EVERY_SECONDS = 3600.0
 
 class _MethodRaised(Exception):
     """A method raised during the savepoint-free attempt; rerun the group with savepoints."""
+
+
+# Refusals of a whole user's calls: nothing ran, nothing to record.
+_REFUSED = (OwnerMismatch, AccountDeleting, NoLiveAccount, LockOrderRefused)
+
+# SQLSTATEs of the per-transaction limits: lock_not_available, query_canceled.
+_TIMEOUTS = {"55P03": "lock_timeout", "57014": "statement_timeout"}
+
+
+def _timeout_reason(exc: BaseException) -> str | None:
+    cause = exc.__cause__ if isinstance(exc, DatabaseError) else None
+    return _TIMEOUTS.get(getattr(cause, "sqlstate", None) or "")
+
+
+def _typed(exc: Exception) -> Exception:
+    """A lock or statement timeout reaches the caller as ``ActorUnavailable`` (503, retry
+    with the same key), never as a raw database error."""
+    reason = _timeout_reason(exc)
+    if reason is None:
+        return exc
+    return ActorUnavailable(
+        "The call waited too long for the database; retry with the same key.",
+        details={"reason": reason},
+    )
 
 
 @dataclass
@@ -71,7 +114,8 @@ def execute(calls: Sequence[Call], using: str = DEFAULT_DB_ALIAS) -> list[Outcom
         group = groups.setdefault((call.user_id, call.schema), _Group(call.user_id, call.schema))
         group.indexes.append(index)
         group.calls.append(call)
-    ordered = list(groups.values())
+    # One lock order for every transaction: ascending user id (see the module docstring).
+    ordered = sorted(groups.values(), key=lambda group: group.user_id)
     if len(ordered) > 1 and not connections[using].in_atomic_block:
         results = _run_batch(ordered, using)
     else:
@@ -93,21 +137,29 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
     batched: list[int] = []
     for index, group in enumerate(groups):
         try:
-            ensure_schema(group.user_id, using)  # its own transaction when it creates
+            # Its own transaction when it creates.
+            ensure_schema(group.user_id, using)
             batched.append(index)
         except Exception as exc:
             if isinstance(exc, DatabaseError) and not _usable(using):
                 raise
             # Left out of the batch: _run_group below reports the failure as before.
+    running = None
     try:
         with transaction.atomic(using=using):
-            for index in batched:
-                results[index] = _in_transaction(groups[index], using, savepoints=False)
+            for running in batched:
+                results[running] = _in_transaction(groups[running], using, savepoints=False)
+            running = None  # past the users: a failure now is the fence's or the COMMIT's
             fence.check(using)
     except Exception as exc:
         if _fatal(exc, using):
             raise
         results = [None] * len(groups)
+        if running is not None and _timeout_reason(exc):
+            # That user waited out a lock (or a statement ran too long) outside any method:
+            # answer its calls now rather than wait again in the rerun.
+            results[running] = _refuse(groups[running], _typed(exc))
+            batched.remove(running)
         try:
             with transaction.atomic(using=using):
                 for index in batched:
@@ -135,19 +187,27 @@ def _guarded(group: _Group, using: str) -> list[Outcome]:
                 return _in_transaction(group, using, savepoints=savepoints)
         except _MethodRaised:
             continue  # rolled back to the user's savepoint; rerun with one per call
-        except OwnerMismatch as exc:
-            log.warning("refused %d call(s): %s", len(group.calls), exc)
-            return [Outcome.failure(exc, recordable=False)] * len(group.calls)
+        except _REFUSED as exc:
+            return _refuse(group, exc)
         except Exception as exc:
             if isinstance(exc, DatabaseError) and not _usable(using):
                 raise
+            if _timeout_reason(exc):
+                return _refuse(group, _typed(exc))
             raise _RunAlone from exc
     raise AssertionError("with savepoints per call a method cannot raise out of its group")
+
+
+def _refuse(group: _Group, exc: Exception) -> list[Outcome]:
+    log.warning("refused %d call(s) for %s: %s", len(group.calls), group.schema, exc)
+    return [Outcome.failure(exc, recordable=False)] * len(group.calls)
 
 
 def _run_group(group: _Group, using: str) -> list[Outcome]:
     try:
         ensure_schema(group.user_id, using)
+        if connections[using].in_atomic_block:
+            _check_lock_order(group.user_id, using)
         try:
             return _transaction(group, using, savepoints=False)
         except _MethodRaised:
@@ -159,12 +219,13 @@ def _run_group(group: _Group, using: str) -> list[Outcome]:
             known.forget(group.user_id)
             ensure_schema(group.user_id, using)
             return _transaction(group, using, savepoints=True)
-    except OwnerMismatch as exc:
-        log.warning("refused %d call(s): %s", len(group.calls), exc)
-        return [Outcome.failure(exc, recordable=False)] * len(group.calls)
+    except _REFUSED as exc:
+        return _refuse(group, exc)
     except Exception as exc:
         if _fatal(exc, using):
             raise
+        if _timeout_reason(exc):
+            return _refuse(group, _typed(exc))
         log.exception("actor calls for %s failed", group.schema)
         return [Outcome.failure(exc, recordable=False)] * len(group.calls)
 
@@ -174,6 +235,28 @@ def _fatal(exc: Exception, using: str) -> bool:
     if isinstance(exc, fence.FenceLost):
         return True
     return isinstance(exc, DatabaseError) and not _usable(using)
+
+
+def _check_lock_order(user_id: str, using: str) -> None:
+    """Inside a caller's transaction: refuse to lock a user below one this transaction
+    already locked (the owner-row lock is held until the caller's COMMIT)."""
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_current_xact_id()::text")
+        xact = cursor.fetchone()[0]
+    held: tuple[str, set[str]] | None = getattr(connection, "kody_user_locks", None)
+    if held is None or held[0] != xact:
+        held = (xact, set())
+        connection.kody_user_locks = held  # type: ignore[attr-defined]
+    users = held[1]
+    if users and user_id not in users and user_id < max(users):
+        raise LockOrderRefused(
+            f"this transaction already holds the actor lock of user {max(users)}; calling "
+            f"user {user_id} inline inside the same atomic() would take user locks out of "
+            "their one order (ascending stable id) and could deadlock a shard's batch. "
+            "Call the users in ascending id order, or outside one atomic()."
+        )
+    users.add(user_id)
 
 
 def _usable(using: str) -> bool:
@@ -197,17 +280,26 @@ def _in_transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outc
             "SELECT id, outcome::text FROM actor_calls WHERE id = ANY(%s)",
             [[call.id for call in group.calls]],
         ),
+        # Read after the owner lock: a mark_deleting that held it is seen here.
+        (f"SELECT deleting_at FROM {REGISTRY} WHERE user_id = %s", [group.user_id]),
     ]
-    with user_schema_scope(group.schema, using, then=prelude) as (owner, records):
+    timeouts = (settings.KODY_ACTOR_LOCK_TIMEOUT_MS, settings.KODY_ACTOR_STATEMENT_TIMEOUT_MS)
+    with user_schema_scope(group.schema, using, then=prelude, timeouts=timeouts) as (
+        owner,
+        records,
+        tombstone,
+    ):
         if not owner or owner[0][0] != group.user_id:
             raise OwnerMismatch(f"schema {group.schema} does not belong to the calling user")
+        # Marked for deletion (the registry's tombstone): only deletion-safe methods run.
+        restricted = bool(tombstone and tombstone[0][0] is not None)
         done = {call_id: Outcome.parse(text) for call_id, text in records}
         fresh: list[tuple[Call, Outcome]] = []
         results: list[Outcome] = []
         for call in group.calls:
             outcome = done.get(call.id)
             if outcome is None:
-                outcome = _invoke(call, using, savepoints=savepoints)
+                outcome = _invoke(call, using, savepoints=savepoints, restricted=restricted)
                 done[call.id] = outcome
                 if outcome.recordable:
                     fresh.append((call, outcome))
@@ -218,14 +310,16 @@ def _in_transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outc
     return results
 
 
-def _invoke(call: Call, using: str, *, savepoints: bool) -> Outcome:
+def _invoke(call: Call, using: str, *, savepoints: bool, restricted: bool = False) -> Outcome:
     try:
         actor = actor_named(call.actor)
         bound = getattr(
             actor(CallContext(call.user_id, call.schema, call.id, using)),
             method_of(actor, call.method),
         )
-    except Exception as exc:  # unknown actor/method: nothing ran, nothing to record
+        if restricted and not is_deletion_safe(actor, call.method):
+            raise AccountDeleting(details={"actor": call.actor, "method": call.method})
+    except Exception as exc:  # unknown actor/method, or refused: nothing ran, nothing recorded
         return Outcome.failure(exc, recordable=False)
     # BaseException too: a method that raises SystemExit, KeyboardInterrupt or its own
     # BaseException subclass fails its call like any other error. Letting it escape would end
@@ -240,7 +334,7 @@ def _invoke(call: Call, using: str, *, savepoints: bool) -> Outcome:
         with transaction.atomic(using=using):
             return Outcome.success(bound(*call.args, **call.kwargs))
     except DatabaseError as exc:
-        return Outcome.failure(exc, recordable=False)
+        return Outcome.failure(_typed(exc), recordable=False)
     except BaseException as exc:
         return Outcome.failure(exc)
 

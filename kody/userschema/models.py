@@ -20,6 +20,10 @@ class UserSchema(models.Model):
     alarm_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     upgraded_at = models.DateTimeField(default=timezone.now)
+    # The deletion tombstone: set when the account is marked for deletion (only deletion-safe
+    # methods run from then on); after the schema is purged the row stays, version 0, so
+    # nothing can recreate the schema; cleared by ``finish_deletion``.
+    deleting_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "kody_user_schemas"

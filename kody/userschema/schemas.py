@@ -1,12 +1,17 @@
 """Create, upgrade, look up and purge per-user schemas.
 
 Creation is the Durable Object cold start: one transaction that claims the registry row,
-creates the schema and runs the compiled DDL, then writes the owner row. Upgrades compare a
-schema with the models by name and add what is missing, so they are additive and can run
-again after a crash. Lock order everywhere: the schema's owner row (or its tables), then the
-user's registry row — the order an actor call takes them in (``set_alarm`` updates the
-registry row while the call holds its owner row), so upgrades, purges and calls never
-deadlock.
+creates the schema and runs the compiled DDL, then writes the owner row. Only a live account
+gets one (``kody.userschema.accounts``): an id with no account, or one being deleted, never
+gets a schema, whatever call reaches it. Deletion goes ``mark_deleting`` (tombstone; waits
+for running calls) → ``purge_schema`` (drops the schema, keeps the tombstone) →
+``finish_deletion`` (clears the tombstone, so the same stable id can sign up again).
+
+Upgrades compare a schema with the models by name and add what is missing, so they are
+additive and can run again after a crash. Lock order everywhere: the schema's owner row (or
+its tables), then the user's registry row — the order an actor call takes them in
+(``set_alarm`` updates the registry row while the call holds its owner row), so upgrades,
+purges, ``mark_deleting`` and calls never deadlock.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from dataclasses import dataclass, field
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.utils import CursorWrapper
 
+from kody.errors import AccountDeleting
+from kody.userschema.accounts import AccountState, NoLiveAccount, account_state
 from kody.userschema.actor_models import schema_version
 from kody.userschema.ddl import SchemaDDL, compile_schema
 from kody.userschema.models import UserSchema
@@ -109,6 +116,7 @@ def create_schema(
     ddl = ddl or compile_schema(version, using)
     schema = schema_name_for(user_id)
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        _refuse_unless_live(user_id, using)
         cursor.execute(
             f"INSERT INTO {REGISTRY} (user_id, schema_name, version, created_at, upgraded_at)"
             " VALUES (%s, %s, %s, now(), now()) ON CONFLICT DO NOTHING RETURNING schema_name",
@@ -132,6 +140,14 @@ def create_schema(
     if ddl.version == schema_version():
         _remember_after_commit(user_id, schema, using)
     return schema
+
+
+def _refuse_unless_live(user_id: str, using: str) -> None:
+    state = account_state(user_id, using)
+    if state is AccountState.DELETING:
+        raise AccountDeleting()
+    if state is not AccountState.LIVE:
+        raise NoLiveAccount(details={"user_id": user_id})
 
 
 def _schema_exists(cursor: CursorWrapper, schema: str) -> bool:
@@ -159,10 +175,12 @@ def _adopt_orphan(cursor: CursorWrapper, user_id: str, schema: str) -> None:
 
 
 def _existing_or_collision(cursor: CursorWrapper, user_id: str, schema: str) -> str:
-    cursor.execute(f"SELECT schema_name FROM {REGISTRY} WHERE user_id = %s", [user_id])
+    cursor.execute(f"SELECT schema_name, deleting_at FROM {REGISTRY} WHERE user_id = %s", [user_id])
     row = cursor.fetchone()
     if row is None:
         raise SchemaNameCollision(f"schema {schema} already belongs to another user")
+    if row[1] is not None:
+        raise AccountDeleting()  # the tombstone of an earlier account with this id
     return row[0]
 
 
@@ -234,12 +252,12 @@ def upgrade_schema(
     target = schema_version()
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
         schema, version = _registry_row(cursor, user_id)
-        if version >= target:
+        if version >= target or version == PURGED:
             return UpgradePlan(user_id, schema, version, version, (), ())
         owner_lock = (f"SELECT 1 FROM {OWNER_TABLE} WHERE id = 1 FOR UPDATE", ())
         with user_schema_scope(schema, using, then=[owner_lock]):
             schema, version = _registry_row(cursor, user_id, lock=True)
-            if version >= target:  # someone else upgraded it while we waited
+            if version >= target or version == PURGED:  # changed while we waited
                 return UpgradePlan(user_id, schema, version, version, (), ())
             ddl = compile_schema(None, using)
             statements = missing_statements(introspect(cursor, schema, ddl), ddl)
@@ -262,34 +280,92 @@ def upgrade_schema(
     return plan
 
 
-def ensure_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
-    """The user's schema, created or upgraded on first access; cached per process."""
+def ensure_schema(user_id: str, using: str = DEFAULT_DB_ALIAS, *, create: bool = True) -> str:
+    """The user's schema, upgraded on first access and cached per process; created if missing
+    and ``create`` (only for a live account, see ``create_schema``). Raises ``NoLiveAccount``
+    when there is none and none may be made, ``AccountDeleting`` after a purge."""
     schema = known.get(user_id)
     if schema is not None:
         return schema
     with connections[using].cursor() as cursor:
-        cursor.execute(f"SELECT schema_name, version FROM {REGISTRY} WHERE user_id = %s", [user_id])
+        cursor.execute(
+            f"SELECT schema_name, version, deleting_at FROM {REGISTRY} WHERE user_id = %s",
+            [user_id],
+        )
         row = cursor.fetchone()
     if row is None:
+        if not create:
+            raise NoLiveAccount(details={"user_id": user_id})
         return create_schema(user_id, using=using)
+    if row[1] == PURGED:
+        raise AccountDeleting()
     if row[1] < schema_version():
         return upgrade_schema(user_id, using=using).schema
     _remember_after_commit(user_id, row[0], using)
     return row[0]
 
 
-def purge_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> bool:
-    """Drop the user's schema and registry row; True if there was one. Idempotent."""
+# The version of a tombstone whose schema is gone: nothing to upgrade, nothing to reach.
+PURGED = 0
+
+
+def mark_deleting(user_id: str, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Set the deletion tombstone. Waits for a running call of this user to finish (it takes
+    the owner-row lock every call holds), so when it returns, no call that is not
+    deletion-safe is running, and none will run until ``finish_deletion``. Idempotent; an
+    id without a schema gets a tombstone row too, so nothing can create one meanwhile."""
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
-        cursor.execute(f"SELECT schema_name FROM {REGISTRY} WHERE user_id = %s", [user_id])
+        cursor.execute(
+            f"INSERT INTO {REGISTRY} (user_id, schema_name, version, created_at, upgraded_at,"
+            " deleting_at) VALUES (%s, %s, %s, now(), now(), now())"
+            " ON CONFLICT (user_id) DO NOTHING RETURNING schema_name",
+            [user_id, schema_name_for(user_id), PURGED],
+        )
+        if cursor.fetchone() is not None:
+            return  # no schema existed; the tombstone row alone fences creation
+        schema, version = _registry_row(cursor, user_id)
+        if version != PURGED and _schema_exists(cursor, schema):
+            owner_lock = (f"SELECT 1 FROM {OWNER_TABLE} WHERE id = 1 FOR UPDATE", ())
+            with user_schema_scope(schema, using, then=[owner_lock]):
+                pass  # held until COMMIT: running calls finish first, later ones see the mark
+        cursor.execute(
+            f"UPDATE {REGISTRY} SET deleting_at = COALESCE(deleting_at, now()), alarm_at = NULL"
+            " WHERE user_id = %s",
+            [user_id],
+        )
+
+
+def purge_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> bool:
+    """Drop the user's schema; True if there was one. Idempotent. A tombstoned user keeps its
+    registry row (version 0) until ``finish_deletion``; any other user's row goes."""
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        cursor.execute(
+            f"SELECT schema_name, version, deleting_at FROM {REGISTRY} WHERE user_id = %s",
+            [user_id],
+        )
         row = cursor.fetchone()
         # Drop first: it waits for in-flight calls, which may still touch the registry row.
         cursor.execute(
             f"DROP SCHEMA IF EXISTS {quoted(row[0] if row else schema_name_for(user_id))} CASCADE"
         )
+        if row is not None and row[2] is not None:
+            cursor.execute(
+                f"UPDATE {REGISTRY} SET version = %s, alarm_at = NULL WHERE user_id = %s",
+                [PURGED, user_id],
+            )
+        else:
+            cursor.execute(f"DELETE FROM {REGISTRY} WHERE user_id = %s", [user_id])
+    known.forget(user_id)
+    return row is not None and row[1] != PURGED
+
+
+def finish_deletion(user_id: str, using: str = DEFAULT_DB_ALIAS) -> None:
+    """The account's deletion is complete: drop whatever schema is left and clear the
+    tombstone, so a new account with the same stable id (the same email) starts afresh."""
+    purge_schema(user_id, using)
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
         cursor.execute(f"DELETE FROM {REGISTRY} WHERE user_id = %s", [user_id])
     known.forget(user_id)
-    return row is not None
 
 
 def lookup(user_id: str) -> UserSchema | None:

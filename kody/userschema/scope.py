@@ -6,6 +6,10 @@ already in ``atomic()``), a released savepoint would let it leak into the rest o
 transaction; the scope then puts the previous value back itself. On an error the enclosing
 savepoint's rollback undoes the ``SET LOCAL``.
 
+``timeouts`` (milliseconds: lock wait, statement) set ``lock_timeout`` and
+``statement_timeout`` the same way, before any ``then`` statement, and a nested scope puts
+the caller's values back too.
+
 ``then`` statements go out in the same round trip as the ``SET LOCAL`` (psycopg pipeline
 mode) and their rows are yielded. The actor runtime sends its owner-row lock and call-record
 lookup this way: four round trips (BEGIN, SET, lock, lookup) become one.
@@ -41,16 +45,42 @@ def _pipelined(
 
 @contextmanager
 def user_schema_scope(
-    schema: str, using: str = DEFAULT_DB_ALIAS, *, then: Sequence[Statement] = ()
+    schema: str,
+    using: str = DEFAULT_DB_ALIAS,
+    *,
+    then: Sequence[Statement] = (),
+    timeouts: tuple[int, int] | None = None,
 ) -> Iterator[list[list[tuple]]]:
     connection = connections[using]
     if not connection.in_atomic_block:
         raise TransactionManagementError("a user schema is only reachable inside atomic()")
     nested = len(connection.atomic_blocks) > 1
-    statements: list[Statement] = [("SELECT current_setting('search_path')", ())] if nested else []
+    statements: list[Statement] = []
+    if nested:
+        statements.append((f"SELECT {', '.join(map(_current, _SETTINGS))}", ()))
     statements.append((f"SET LOCAL search_path TO {quoted(schema)}, public", ()))
+    if timeouts is not None:
+        statements.append(
+            (
+                "SELECT set_config('lock_timeout', %s, true),"
+                " set_config('statement_timeout', %s, true)",
+                [f"{int(timeouts[0])}ms", f"{int(timeouts[1])}ms"],
+            )
+        )
     results = _pipelined(connection, [*statements, *then])
     yield results[len(statements) :]
     if nested and not connection.needs_rollback:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT set_config('search_path', %s, true)", [results[0][0][0]])
+            cursor.execute(f"SELECT {', '.join(map(_restore, _SETTINGS))}", list(results[0][0]))
+
+
+# What a scope changes, so a nested one can put the caller's values back.
+_SETTINGS = ("search_path", "lock_timeout", "statement_timeout")
+
+
+def _current(name: str) -> str:
+    return f"current_setting('{name}')"
+
+
+def _restore(name: str) -> str:
+    return f"set_config('{name}', %s, true)"

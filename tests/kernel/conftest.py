@@ -14,7 +14,14 @@ from kody.userschema.naming import like_pattern
 
 
 def new_user_id() -> str:
-    return secrets.token_hex(32)
+    """A real, live account's stable id: the kernel creates schemas only for live accounts
+    (``KODY_ACCOUNT_DIRECTORY``), so kernel tests make the accounts they act as."""
+    from apps.accounts.models import User
+
+    token = secrets.token_hex(8)
+    return User.objects.create(
+        username=f"k-{token}", email=f"k-{token}@example.test", stable_user_id=secrets.token_hex(32)
+    ).stable_user_id
 
 
 def drop_user_schemas() -> None:

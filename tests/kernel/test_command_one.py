@@ -22,8 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 ACTOR_CALL = """
 from django.utils import timezone
+from apps.accounts.models import User
 from apps.entitlements.actor import UserMeter
-r = UserMeter.call("d" * 64, "consume", resource="execute_calls_per_day",
+user = User.objects.create_user(username="up-check", email="up-check@example.test")
+r = UserMeter.call(user.stable_user_id, "consume", resource="execute_calls_per_day",
                    day=timezone.now().date().isoformat(), limit=5, timeout=60)
 print(f"allowed={r['allowed']} count={r['count']}")
 """

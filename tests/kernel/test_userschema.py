@@ -1,14 +1,21 @@
 from __future__ import annotations
 
+import secrets
+
 import pytest
 from django.apps import apps
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.db.utils import ProgrammingError
+from django.utils import timezone
 
 from apps.entitlements.actor import UserMeter
 from apps.entitlements.actor.models import DailyCounter
+from kody.actors.runtime import execute
+from kody.actors.wire import Call
+from kody.errors import AccountDeleting
 from kody.userschema import actor_models, schema_version
+from kody.userschema.accounts import NoLiveAccount
 from kody.userschema.ddl import compile_schema
 from kody.userschema.models import UserSchema
 from kody.userschema.naming import schema_name_for
@@ -16,8 +23,10 @@ from kody.userschema.schemas import (
     SchemaNameCollision,
     create_schema,
     ensure_schema,
+    finish_deletion,
     introspect,
     known,
+    mark_deleting,
     purge_schema,
     upgrade_schema,
 )
@@ -122,15 +131,123 @@ def test_purge_drops_schema_and_registry_row_and_is_idempotent(
     assert _schema_exists(schema_name_for(outsider_id))
 
 
-def test_a_purged_user_gets_a_fresh_schema_on_the_next_call(owner_id, inline_actors):
+def test_a_live_account_whose_schema_vanished_gets_a_fresh_one(owner_id, inline_actors):
     UserMeter.call(owner_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=5)
-    with connection.cursor() as cursor:  # purged behind this process's back: cache is stale
+    with connection.cursor() as cursor:  # dropped behind this process's back: cache is stale
         cursor.execute(f'DROP SCHEMA "{schema_name_for(owner_id)}" CASCADE')
         cursor.execute("DELETE FROM kody_user_schemas WHERE user_id = %s", [owner_id])
     reading = UserMeter.call(
         owner_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=5
     )
     assert reading["count"] == 1
+
+
+def _consume(user_id: str) -> dict:
+    return UserMeter.call(
+        user_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=50
+    )
+
+
+def _registry(user_id: str) -> UserSchema | None:
+    return UserSchema.objects.filter(user_id=user_id).first()
+
+
+def test_an_id_with_no_account_never_gets_a_schema(inline_actors, user_schemas_cleanup):
+    stranger = secrets.token_hex(32)
+    with pytest.raises(NoLiveAccount):
+        _consume(stranger)
+    with pytest.raises(NoLiveAccount):
+        create_schema(stranger)
+    assert _registry(stranger) is None
+    assert not _schema_exists(schema_name_for(stranger))
+
+
+def test_a_call_queued_before_a_purge_does_not_resurrect_the_user(owner_id, inline_actors):
+    from apps.accounts.models import User
+
+    _consume(owner_id)
+    queued = Call(
+        id="queued-before-purge",
+        user_id=owner_id,
+        schema=schema_name_for(owner_id),
+        actor=UserMeter.name,
+        method="consume",
+        kwargs={"resource": "execute_calls_per_day", "day": today_iso(), "limit": 50},
+    )
+    User.objects.filter(stable_user_id=owner_id).update(deleting_at=timezone.now())
+    mark_deleting(owner_id)
+    assert purge_schema(owner_id) is True
+    User.objects.filter(stable_user_id=owner_id).delete()
+
+    [outcome] = execute([queued])  # the worker gets to it after the purge
+    with pytest.raises(AccountDeleting):
+        outcome.unwrap()
+    assert not _schema_exists(schema_name_for(owner_id))
+    assert _registry(owner_id).deleting_at is not None  # the tombstone stays...
+
+    finish_deletion(owner_id)  # ...until the deletion finishes
+    assert _registry(owner_id) is None
+    with pytest.raises(NoLiveAccount):
+        execute([queued])[0].unwrap()  # still no account: still nothing created
+    assert not _schema_exists(schema_name_for(owner_id))
+
+
+def test_the_same_email_signs_up_again_after_the_deletion_finishes(inline_actors):
+    from apps.accounts.models import User
+
+    first = User.objects.create_user(username="again", email="again@example.test")
+    uid = first.stable_user_id
+    _consume(uid)
+    _consume(uid)
+    first.deleting_at = timezone.now()
+    first.save(update_fields=["deleting_at"])
+    mark_deleting(uid)
+    purge_schema(uid)
+    first.delete()
+    # Signed up again while the deletion is still running: the tombstone refuses the calls.
+    second = User.objects.create_user(username="again", email="again@example.test")
+    assert second.stable_user_id == uid
+    with pytest.raises(AccountDeleting):
+        _consume(uid)
+    finish_deletion(uid)
+    assert _consume(uid)["count"] == 1  # a fresh schema, nothing of the old account's
+
+
+def test_while_deleting_only_deletion_safe_methods_run(owner_id, outsider_id, inline_actors):
+    from apps.accounts.kernel import mark_account_deleting
+    from apps.accounts.models import User
+
+    _consume(owner_id)
+    _consume(outsider_id)
+    mark_account_deleting(User.objects.get(stable_user_id=owner_id))
+    assert User.objects.get(stable_user_id=owner_id).deleting_at is not None
+    with pytest.raises(AccountDeleting) as refused:
+        _consume(owner_id)
+    assert refused.value.code == "account_deleting" and refused.value.status == 409
+    exported = UserMeter.call(owner_id, "export_counters")  # deletion-safe: runs
+    assert [row["count"] for row in exported["counters"]] == [1]
+    assert UserMeter.call(owner_id, "purge")["deleted"]["daily_counters"] == 1
+    assert _consume(outsider_id)["count"] == 2  # another user is untouched
+
+
+def test_an_account_marked_for_deletion_never_gets_a_schema(owner_id, inline_actors):
+    from apps.accounts.models import User
+
+    User.objects.filter(stable_user_id=owner_id).update(deleting_at=timezone.now())
+    with pytest.raises(AccountDeleting):
+        _consume(owner_id)
+    assert _registry(owner_id) is None
+    assert not _schema_exists(schema_name_for(owner_id))
+
+
+def test_the_kernel_tombstone_alone_fences_a_live_account(owner_id, outsider_id, inline_actors):
+    _consume(owner_id)
+    mark_deleting(owner_id)
+    with pytest.raises(AccountDeleting):
+        _consume(owner_id)
+    assert UserMeter.call(owner_id, "read_deletion_state")["active_write_leases"] is not None
+    assert _consume(outsider_id)["count"] == 1
+    assert _registry(owner_id).alarm_at is None
 
 
 def _old_schema(user_id: str) -> str:
