@@ -11,7 +11,13 @@ import importlib
 
 from django.utils.module_loading import autodiscover_modules
 
-KERNEL_MODULES = ("kody.actors.models", "kody.actors.alarms", "kody.actors.lanes", "kody.kv.lanes")
+KERNEL_MODULES = (
+    "kody.actors.models",
+    "kody.actors.alarms",
+    "kody.actors.lanes",
+    "kody.kv.lanes",
+    "kody.outbox.lanes",
+)
 APP_MODULES = ("actor", "lanes", "capabilities")
 
 _done = False

@@ -3,7 +3,16 @@
 from kody.actors.fence import ShardEpoch
 from kody.kv.models import KvEntry
 from kody.lanes.models import LaneCursor, LaneRunRecord
+from kody.outbox.models import OutboxMessage
 from kody.userschema.models import UserSchema
 from kody.vectors.models import VectorEntry
 
-__all__ = ["KvEntry", "LaneCursor", "LaneRunRecord", "ShardEpoch", "UserSchema", "VectorEntry"]
+__all__ = [
+    "KvEntry",
+    "LaneCursor",
+    "LaneRunRecord",
+    "OutboxMessage",
+    "ShardEpoch",
+    "UserSchema",
+    "VectorEntry",
+]

@@ -14,7 +14,9 @@ holding the user's owner-row lock, with ``search_path`` on the user's schema::
 
 Arguments and results travel as JSON. A method may use the ORM on actor models and on public
 models alike (both are on the search path) and must not do non-transactional side effects
-directly; use ``transaction.on_commit``.
+directly: write them to the outbox (``kody.outbox.enqueue``), which commits with the call and
+relays them at least once; ``transaction.on_commit`` work is lost if the worker dies right
+after COMMIT.
 """
 
 from __future__ import annotations

@@ -143,23 +143,29 @@ def test_retention_lane_prunes_all_three_tables(owner):
 # --- StripePlanRefresh --------------------------------------------------------------------------
 
 
-def test_checkout_arms_a_one_shot_refresh_alarm_that_queues_the_refresh(
+@pytest.mark.django_db(transaction=True)
+def test_checkout_arms_a_one_shot_refresh_alarm_whose_refresh_survives_a_crash(
     owner, django_capture_on_commit_callbacks
 ):
+    from kody import outbox
     from kody.actors.alarms import AlarmClock
+    from kody.outbox.models import OutboxMessage
 
-    # In the past: the alarm clock compares with the test transaction's start time.
     StripePlanRefresh.call(owner.stable_user_id, "arm", delay_seconds=-3600)
     schema = UserSchema.objects.get(user_id=owner.stable_user_id)
     assert schema.alarm_at is not None and schema.alarm_at <= timezone.now()
-    with (
-        mock.patch("apps.entitlements.tasks.refresh_stripe_plan.delay") as queued,
-        django_capture_on_commit_callbacks(execute=True),
-    ):
+    # The worker dies right after the alarm's COMMIT: no on_commit callback ever runs.
+    with django_capture_on_commit_callbacks(execute=False):
         fired = AlarmClock.call(owner.stable_user_id, "fire")
     assert fired == ["entitlements.StripePlanRefresh"]
-    queued.assert_called_once_with(owner.stable_user_id)
     assert AlarmClock.call(owner.stable_user_id, "fire") == []  # one-shot
+    [message] = OutboxMessage.objects.all()  # the refresh committed with the alarm
+    assert message.task == "entitlements.refresh_stripe_plan"
+    assert message.payload == {"stable_user_id": owner.stable_user_id}
+    with mock.patch("apps.entitlements.tasks.refresh_stripe_plan.run") as refresh:
+        assert outbox.relay().sent == 1  # whoever relays next runs it
+    refresh.assert_called_once_with(stable_user_id=owner.stable_user_id)
+    assert not OutboxMessage.objects.exists()
 
 
 def test_the_refresh_task_rearms_during_a_stripe_outage(owner, stripe_fake):

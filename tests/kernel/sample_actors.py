@@ -9,10 +9,12 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from celery import shared_task
 from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.entitlements.actor.models import DailyCounter
+from kody import outbox
 from kody.actors import Actor
 from kody.errors import KodyError
 
@@ -28,6 +30,20 @@ class ProbePanic(BaseException):
 
 # A fixed day for the chaos counters: nothing about them depends on the calendar.
 CHAOS_DAY = date(2000, 1, 1)
+
+
+# What the outbox probe task has run, and how many more times it should fail first.
+outbox_runs: list[str] = []
+outbox_failures: dict[str, int] = {}
+
+
+@shared_task(name="tests.outbox_probe", ignore_result=True)
+def outbox_probe(tag: str) -> None:
+    if outbox_failures.get(tag, 0) > 0:
+        outbox_failures[tag] -= 1
+        raise RuntimeError(f"outbox probe {tag} told to fail")
+    outbox_runs.append(tag)
+
 
 # The psycopg connection of the last worker call (in-process workers only).
 seen_connections: list[Any] = []
@@ -57,6 +73,18 @@ class Probe(Actor):
 
         time.sleep(seconds)
         return {"value": value, "user": self.user_id}
+
+    def sleep_in_sql(self, seconds: float) -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(%s)", [seconds])
+        return self._bump("execute_calls_per_day")
+
+    def emit(self, tag: str, then_fail: bool = False) -> int:
+        outbox.enqueue("tests.outbox_probe", {"tag": tag}, key=f"probe:{self.user_id}:{tag}")
+        count = self._bump("execute_calls_per_day")
+        if then_fail:
+            raise ProbeFailed("after enqueueing")
+        return count
 
     def panic(self) -> None:
         self._bump("execute_calls_per_day")

@@ -2,16 +2,18 @@
 
 Checkout and subscription webhooks refresh the plan at once; this alarm is the backstop for a
 lost webhook or a Stripe outage at that moment. Arming never postpones an alarm already set;
-the alarm itself only queues the refresh task after commit (no network call under the lock).
+the alarm itself only writes the refresh to the transactional outbox (no network call under
+the lock): it commits with the alarm's deletion, so a worker dying right after COMMIT loses
+nothing, and the outbox relays it at least once (the refresh re-reads Stripe: idempotent).
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from django.db import transaction
 from django.utils import timezone
 
+from kody import outbox
 from kody.actors import Actor, deletion_safe
 
 REFRESH_DELAY = timedelta(minutes=10)
@@ -32,10 +34,13 @@ class StripePlanRefresh(Actor):
         return {"cancelled": True}
 
     def alarm(self) -> None:
-        from apps.entitlements.tasks import refresh_stripe_plan
-
-        user_id = self.user_id
-        transaction.on_commit(lambda: refresh_stripe_plan.delay(user_id))
+        # One message per alarm firing: the fire call's id names the alarm time.
+        outbox.enqueue(
+            "entitlements.refresh_stripe_plan",
+            {"stable_user_id": self.user_id},
+            key=f"entitlements.stripe-plan-refresh:{self.context.call_id}",
+            using=self.context.using,
+        )
 
 
 def arm_refresh(stable_user_id: str, delay_seconds: int | None = None) -> None:
