@@ -12,8 +12,8 @@ cold path, so the hot path reads no shared table:
 
 For a user who has a schema, "being deleted" is the registry's tombstone, which the accounts
 app sets through ``kody.userschema.schemas.mark_deleting`` when it stamps
-``users.deleting_at`` (``apps.accounts.kernel.mark_account_deleting`` does both); from then
-on only ``@kody.actors.deletion_safe`` methods run. The accounts app's directory is
+``users.deleting_at`` (the deletion job's ``mark`` step); from then on only
+``@kody.actors.deletion_safe`` methods run. The accounts app's directory is
 ``apps.accounts.kernel.account_states``.
 """
 

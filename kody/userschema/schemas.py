@@ -335,6 +335,17 @@ def mark_deleting(user_id: str, using: str = DEFAULT_DB_ALIAS) -> None:
         )
 
 
+def unmark_deleting(user_id: str, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Abandon a deletion: lift the tombstone (a purged user's registry row goes, so a new
+    schema can be made for the account). Idempotent."""
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {REGISTRY} WHERE user_id = %s AND version = %s", [user_id, PURGED]
+        )
+        cursor.execute(f"UPDATE {REGISTRY} SET deleting_at = NULL WHERE user_id = %s", [user_id])
+    known.forget(user_id)
+
+
 def purge_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> bool:
     """Drop the user's schema; True if there was one. Idempotent. A tombstoned user keeps its
     registry row (version 0) until ``finish_deletion``; any other user's row goes."""

@@ -4,15 +4,18 @@
 its steps in order, recording counts and warnings per step, and can be called again after any
 failure or crash — every step is idempotent:
 
-1. ``mark``        stamp ``users.deleting_at`` and the UserMeter tombstone (a missing meter
-                   fails closed: the deletion stops and the account is kept);
+1. ``mark``        stamp ``users.deleting_at``, the UserMeter tombstone (a missing meter
+                   fails closed: the deletion stops and the account is kept) and the kernel's
+                   registry tombstone (from then on the kernel runs only deletion-safe actor
+                   methods, and never creates the user's schema again);
 2. ``drain``       wait (bounded) for write leases to drain, then pass a barrier call through
                    the user's actor shard so every call queued before the mark has run;
 3. ``billing``     settle Stripe (refund then cancel; ``stripe_settlement``);
 4. ``out_of_band`` blobs by reference (each actor's ``blob_references``), then by owner
                    prefix; KV families; vectors; each actor's ``purge``; the user schema;
 5. ``database``    one transaction deleting or clearing every declared public row, users last;
-6. ``finish``      forget the subject id on the job row.
+6. ``finish``      clear the kernel's tombstone (the same email may sign up again) and
+                   forget the subject id on the job row.
 
 A failure in steps 1–4 leaves the marker, the rows and the actor state: the job is
 ``retained`` with the reason, and a rerun (``manage.py purge_account``, or the
@@ -150,8 +153,11 @@ def release(deletion: AccountDeletion) -> None:
         raise DeletionRetained("A completed deletion cannot be released.")
     if "database" in {entry["step"] for entry in deletion.steps if entry.get("ok")}:
         raise DeletionRetained("The account's rows are already gone.")
+    from kody.userschema.schemas import unmark_deleting
+
     User.objects.filter(stable_user_id=deletion.subject_user_id).update(deleting_at=None)
     UserMeter.call(deletion.subject_user_id, "unmark_deleting")
+    unmark_deleting(deletion.subject_user_id)
     deletion.delete()
 
 
@@ -160,10 +166,12 @@ def release(deletion: AccountDeletion) -> None:
 
 def _mark(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
     from apps.entitlements.actor import UserMeter
+    from kody.userschema.schemas import mark_deleting
 
     now = timezone.now()
     marked = User.objects.filter(pk=owner.db_id, deleting_at__isnull=True).update(deleting_at=now)
     answer = UserMeter.call(owner.stable_id, "mark_deleting", at=now.isoformat())
+    mark_deleting(owner.stable_id)  # waits out a running actor call of this user
     report.updated["users.deleting_at"] = marked
     report.info["active_write_leases"] = answer["active_write_leases"]
 
@@ -316,11 +324,12 @@ def _apply(cursor: Any, target: TableTarget, owner: Owner, report: StepReport) -
 
 
 def _finish(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
-    from kody.userschema.schemas import purge_schema
+    from kody.userschema.schemas import finish_deletion
 
-    # The schema is gone since out_of_band; a call that slipped in after it cannot have
-    # recreated it for an id with no account, but purge again to be certain (idempotent).
-    purge_schema(owner.stable_id)
+    # The schema is gone since out_of_band, and the tombstone kept anything from recreating
+    # it; drop whatever is left (idempotent) and clear the tombstone, so the same email can
+    # sign up again.
+    finish_deletion(owner.stable_id)
     report.info["forgotten"] = True
 
 
