@@ -15,14 +15,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def _clean_probe(settings) -> None:
+def _clean_probe() -> None:
     sample_actors.outbox_runs.clear()
     sample_actors.outbox_failures.clear()
-    # No broker kick in these tests: they relay by hand, the way a dead process leaves it.
-    settings.CELERY_TASK_ALWAYS_EAGER = False
 
 
 def no_kick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No relay right after COMMIT: as if the process died there. The tests relay by hand."""
     monkeypatch.setattr("kody.outbox.core._kick", lambda: None)
 
 
