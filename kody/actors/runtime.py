@@ -241,12 +241,26 @@ def _check_lock_order(user_id: str, using: str) -> None:
     """Inside a caller's transaction: refuse to lock a user below one this transaction
     already locked (the owner-row lock is held until the caller's COMMIT)."""
     connection = connections[using]
+    # A test case's own wrapping transaction stands in for autocommit: the calls a test makes
+    # outside any atomic() of its own would each commit alone in real use, so the order is
+    # kept per atomic() the code itself opened (Django marks the test case's blocks).
+    own = [
+        index
+        for index, block in enumerate(connection.atomic_blocks)
+        if not getattr(block, "_from_testcase", False)
+    ]
+    if not own:
+        return
+    outermost = own[0]
+    savepoint = connection.savepoint_ids[outermost - 1] if outermost else None
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_current_xact_id()::text")
-        xact = cursor.fetchone()[0]
-    held: tuple[str, set[str]] | None = getattr(connection, "kody_user_locks", None)
-    if held is None or held[0] != xact:
-        held = (xact, set())
+        scope = (cursor.fetchone()[0], savepoint)
+    held: tuple[tuple[str, str | None], set[str]] | None = getattr(
+        connection, "kody_user_locks", None
+    )
+    if held is None or held[0] != scope:
+        held = (scope, set())
         connection.kody_user_locks = held  # type: ignore[attr-defined]
     users = held[1]
     if users and user_id not in users and user_id < max(users):

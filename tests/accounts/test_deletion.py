@@ -160,6 +160,27 @@ def test_the_same_email_can_sign_up_again_after_deletion(owner):
     purge(email)
     again = User.objects.create_user(username="again-" + secrets.token_hex(3), email=email)
     assert again.pk != owner.pk
+    # The kernel's tombstone was cleared at the end: the same stable id gets a fresh schema.
+    charge = UserMeter.call(
+        again.stable_user_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=5
+    )
+    assert charge["count"] == 1
+
+
+def test_a_call_after_the_schema_purge_does_not_resurrect_it(owner, monkeypatch):
+    monkeypatch.setitem(job.STEP_FUNCTIONS, "database", stop)
+    with pytest.raises(CommandError):
+        purge(owner.email)
+    assert not schema_exists(owner.stable_user_id)
+    with pytest.raises(AccountDeleting):  # e.g. a call that was queued before the purge
+        UserMeter.call(
+            owner.stable_user_id,
+            "consume",
+            resource="execute_calls_per_day",
+            day=today_iso(),
+            limit=5,
+        )
+    assert not schema_exists(owner.stable_user_id)
 
 
 def test_purge_needs_yes_and_a_known_email(owner):
