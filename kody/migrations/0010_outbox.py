@@ -5,7 +5,7 @@ import django.utils.timezone
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("kody", "0006_user_schema_tombstone"),
+        ("kody", "0009_user_schema_tombstone"),
     ]
 
     operations = [

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("kody", "0005_vectors_follow_the_embedder"),
+        ("kody", "0008_lane_dispatcher_periodic_task"),
     ]
 
     operations = [
