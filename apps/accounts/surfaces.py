@@ -485,8 +485,9 @@ def target_tables() -> set[str]:
 KERNEL_TABLES: tuple[ExcludedTable, ...] = (
     ExcludedTable(
         "kody_user_schemas",
-        "registry of per-user schemas; kody.userschema.schemas.purge_schema drops the user's "
-        "schema and its row in the out-of-band step",
+        "registry of per-user schemas; the mark step sets its deletion tombstone "
+        "(kody.userschema.schemas.mark_deleting), purge_schema drops the user's schema in the "
+        "out-of-band step and keeps the tombstone, finish_deletion removes the row at the end",
     ),
     ExcludedTable(
         "kody_vectors",
