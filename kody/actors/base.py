@@ -170,7 +170,3 @@ def method_of(actor: type[Actor], method: str) -> str:
     if method not in actor.exposed_methods():
         raise UnknownMethod(f"{actor.name} has no callable method {method!r}")
     return method
-
-
-def registered_actors() -> dict[str, type[Actor]]:
-    return dict(_registry)
