@@ -91,6 +91,12 @@ POLICIES: dict[str, str] = {
     "stripe_webhook_events": "entitlements_retention",
     "usage_events": "entitlements_retention",
     "usage_rollups": "entitlements_retention",
+    "mcp_memory_conversation_suppressions": "packages_retention",
+    "system_email_messages": "system_email_retention",
+    "system_email_delivery_events": "system_email_retention",
+    "system_email_daily_counters": "system_email_retention",
+    "system_email_threads": "system_email_retention",
+    "system_email_attachments": "system_email_retention",
 }
 
 # table -> why no time-based prune
@@ -104,16 +110,10 @@ EXEMPT: dict[str, str] = {
 
 # table -> the lane the seed names that nobody has built yet (an open gap, not an exemption)
 PENDING: dict[str, str] = {
-    "mcp_memory_conversation_suppressions": "retention (90 days after last seen)",
     "published_bundle_artifacts": "retention (30 days, not current, no active session)",
     "feature_flag_exposure_rollups": "retention (90 days by day key)",
     "platform_feedback": "retention (terminal rows 365 days after updated_at)",
     "agent_package_conversation_uses": "retention (180 days by last_used_at)",
-    "system_email_messages": "system_email_retention (90 days, 5,000 cap)",
-    "system_email_delivery_events": "system_email_retention (90 days)",
-    "system_email_daily_counters": "system_email_retention",
-    "system_email_threads": "system_email_retention (orphan threads)",
-    "system_email_attachments": "system_email_retention",
 }
 
 GROWING_TABLES: tuple[str, ...] = tuple(sorted({*POLICIES, *EXEMPT, *PENDING}))

@@ -217,8 +217,20 @@ class JobManager(Actor):
             job.save()
         else:
             self._advance(job, now, status="error" if failed else "success")
+            self._catch_up(job, now)
         self._arm()
         return {"runId": run_id, "applied": True}
+
+    def _catch_up(self, job: Job, now: datetime) -> None:
+        """An occurrence missed while workers or beat were down is due already: claim it now
+        rather than one per wake, so a backlog drains instead of trailing behind forever."""
+        if not job.enabled or job.kill_switch_enabled or job.next_run_at > now:
+            return
+        if (job.expires_at is not None and job.expires_at <= now) or _scheduler_killed():
+            return
+        claim = self._claim(job, now)
+        if claim is not None:
+            transaction.on_commit(lambda: _dispatch(self.user_id, [claim]))
 
     def _write_records(
         self, job_id: str, job: Job | None, scheduled_for: datetime | None, outcome: Outcome
