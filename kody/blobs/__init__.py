@@ -6,7 +6,7 @@ key is self-describing about its owner; builders validate their inputs so a call
 build a key that escapes its owner's prefix.
 """
 
-from kody.blobs.buckets import bucket, list_prefix, purge_prefix
+from kody.blobs.buckets import bucket, delete_keys, list_prefix, purge_prefix
 from kody.blobs.keys import (
     community_icon_key,
     email_attachment_key,
@@ -22,6 +22,7 @@ from kody.blobs.keys import (
 __all__ = [
     "bucket",
     "community_icon_key",
+    "delete_keys",
     "email_attachment_key",
     "email_attachment_prefix",
     "email_raw_key",

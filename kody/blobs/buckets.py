@@ -50,18 +50,29 @@ def purge_prefix(name: str, prefix: str) -> int:
         raise ValueError("refusing to purge an empty prefix (the whole bucket)")
     storage = bucket(name)
     keys = list(list_prefix(name, prefix))
+    delete_keys(name, keys)
+    if not _is_s3(storage):
+        _remove_empty_dirs(storage, prefix)
+    return len(keys)
+
+
+def delete_keys(name: str, keys: list[str]) -> None:
+    """Delete these keys (missing ones count as deleted): on S3 one DeleteObjects request per
+    1,000 keys instead of one request per key."""
+    storage = bucket(name)
     if _is_s3(storage):
         location = storage.location.rstrip("/") + "/" if storage.location else ""
         for start in range(0, len(keys), _S3_DELETE_BATCH):
             chunk = keys[start : start + _S3_DELETE_BATCH]
-            storage.bucket.delete_objects(
+            answer = storage.bucket.delete_objects(
                 Delete={"Objects": [{"Key": location + key} for key in chunk], "Quiet": True}
             )
-        return len(keys)
+            if answer.get("Errors"):
+                first = answer["Errors"][0]
+                raise OSError(f"blob delete failed: {first.get('Code')} {first.get('Message')}")
+        return
     for key in keys:
         storage.delete(key)
-    _remove_empty_dirs(storage, prefix)
-    return len(keys)
 
 
 def _remove_empty_dirs(storage: FileSystemStorage, prefix: str) -> None:

@@ -129,3 +129,27 @@ def test_key_builders_refuse_segments_that_escape_the_owner_prefix(bad):
 def test_purge_refuses_the_empty_prefix(fs_buckets):
     with pytest.raises(ValueError):
         blobs.purge_prefix("email_blobs", "")
+
+
+def _exercise_delete_keys(count: int) -> None:
+    _write_mail_for_two_users()
+    store = blobs.bucket("email_blobs")
+    extra = [blobs.email_raw_key(USER_A, f"x{n}") for n in range(count)]
+    for key in extra:
+        store.save(key, ContentFile(b"x"))
+    missing = blobs.email_raw_key(USER_A, "never-written")
+    blobs.delete_keys("email_blobs", [*extra, blobs.email_raw_key(USER_A, "m1"), missing])
+    assert list(blobs.list_prefix("email_blobs", blobs.email_raw_prefix(USER_A))) == [
+        blobs.email_raw_key(USER_A, "m2")
+    ]
+    assert len(list(blobs.list_prefix("email_blobs", blobs.email_raw_prefix(USER_B)))) == 2
+    assert store.exists(blobs.email_attachment_key(USER_A, "m1", "att1"))
+
+
+def test_s3_delete_keys_batches_past_the_delete_objects_limit(s3_buckets):
+    # 1,001 listed keys plus two more: two DeleteObjects requests; a missing key is no error.
+    _exercise_delete_keys(1001)
+
+
+def test_filesystem_delete_keys_deletes_exactly_the_listed_keys(fs_buckets):
+    _exercise_delete_keys(3)

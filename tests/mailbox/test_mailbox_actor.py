@@ -13,7 +13,7 @@ from apps.mailbox.actor import Mailbox
 from apps.mailbox.errors import BlobUnavailable, InvalidBlobKey
 from apps.mailbox.services import blobstore, inbound
 from kody.actors import OwnerMismatch, is_deletion_safe
-from kody.blobs.keys import email_raw_key
+from kody.blobs.keys import email_attachment_key, email_raw_key
 from kody.userschema.naming import schema_name_for
 from tests.mailbox.conftest import address, raw_blobs, simple_mail
 
@@ -101,6 +101,53 @@ def test_blob_references_export_and_purge(owner):
     assert purged["deleted"]["email_messages"] == 3
     assert Mailbox.call(uid, "count")["messages"] == 0
     assert len(raw_blobs(owner)) == 3  # purge never deletes blobs; deletion did that first
+
+
+def _commit_with_attachments(uid: str, delivery: str, externals: int) -> str:
+    """A committed inbound graph with ``externals`` external and one raw-mime attachment."""
+    claim = Mailbox.call(
+        uid, "claim_delivery", delivery_id=delivery, inbox_id="i", fingerprint="f", raw_size=1
+    )
+    message_id = claim["messageId"]
+    lease = Mailbox.call(uid, "begin_storing", delivery_id=delivery)["lease"]
+    attachments = [
+        {
+            "id": f"{delivery}-att{n}",
+            "content_type": "application/pdf",
+            "storage_kind": "external",
+            "storage_key": email_attachment_key(uid, message_id, f"{delivery}-att{n}"),
+        }
+        for n in range(externals)
+    ]
+    attachments.append(
+        {"id": f"inline-{delivery}", "content_type": "text/plain", "storage_kind": "raw-mime"}
+    )
+    message = {"id": message_id, "inbox_id": "i", "raw_mime_key": email_raw_key(uid, message_id)}
+    Mailbox.call(
+        uid, "commit_inbound_graph", delivery_id=delivery, lease=lease, message=message,
+        attachments=attachments,
+    )  # fmt: skip
+    return message_id
+
+
+def test_blob_references_name_external_attachments_on_every_page(owner, outsider):
+    uid = owner.stable_user_id
+    ids = [_commit_with_attachments(uid, f"d{n}", externals=n) for n in range(4)]
+    _commit_with_attachments(outsider.stable_user_id, "theirs", externals=2)
+    refs, cursor, pages = [], None, 0
+    while True:
+        page = Mailbox.call(uid, "blob_references", cursor=cursor, limit=3)
+        refs += [r["key"] for r in page["references"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 2
+    expected = [email_raw_key(uid, i) for i in ids] + [
+        email_attachment_key(uid, i, f"d{n}-att{a}") for n, i in enumerate(ids) for a in range(n)
+    ]
+    # Raw MIME and each external attachment once; raw-mime attachments live inside the raw MIME.
+    assert sorted(refs) == sorted(expected) and len(refs) == 4 + 0 + 1 + 2 + 3
 
 
 def test_delete_message_removes_blob_then_rows(owner, monkeypatch):

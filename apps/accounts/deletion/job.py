@@ -245,9 +245,13 @@ def _out_of_band(deletion: AccountDeletion, owner: Owner, report: StepReport) ->
             page = actor.call(
                 owner.stable_id, surface.blob_references, cursor=cursor, limit=REF_PAGE
             )
+            # One batched delete per bucket and page (S3 DeleteObjects), not a request per blob.
+            by_bucket: dict[str, list[str]] = {}
             for ref in page["references"]:
-                blobs.bucket(ref["bucket"]).delete(ref["key"])
-                removed += 1
+                by_bucket.setdefault(ref["bucket"], []).append(ref["key"])
+            for name, keys in by_bucket.items():
+                blobs.delete_keys(name, keys)
+                removed += len(keys)
             cursor = page.get("next_cursor")
             if not cursor:
                 break

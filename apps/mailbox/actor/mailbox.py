@@ -740,11 +740,24 @@ class Mailbox(Actor):
         if after is not None:
             rows = rows.filter(id__gt=after[0])
         found = list(rows[: _limit(limit, 500)])
-        refs = [
-            {"bucket": "email_blobs", "key": key}
-            for msg in found
-            for key in self._message_blob_keys(msg)
-        ]
+        # One attachment query for the whole page, not one per message: the page runs in the
+        # shard's batch transaction, and every call batched with it waits for it to commit.
+        external: dict[str, list[str]] = {}
+        for message_id, att_id in (
+            m.EmailAttachment.objects.filter(
+                message_id__in=[msg.id for msg in found], storage_kind="external"
+            )
+            .order_by("message_id", "id")
+            .values_list("message_id", "id")
+        ):
+            external.setdefault(message_id, []).append(att_id)
+        refs = []
+        for msg in found:
+            if msg.raw_mime_key:
+                refs.append({"bucket": "email_blobs", "key": self._raw_key(msg.id)})
+            for att_id in external.get(msg.id, ()):
+                key = email_attachment_key(self.user_id, msg.id, att_id)
+                refs.append({"bucket": "email_blobs", "key": key})
         more = len(found) == _limit(limit, 500) and rows.filter(id__gt=found[-1].id).exists()
         return {"references": refs, "next_cursor": _encode_cursor(found[-1].id) if more else None}
 
