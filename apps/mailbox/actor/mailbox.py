@@ -736,30 +736,33 @@ class Mailbox(Actor):
     @owned
     def blob_references(self, cursor: str | None = None, limit: int = 500) -> dict[str, Any]:
         after = _decode_cursor(cursor, 1)
+        size = _limit(limit, 500)
         rows = m.EmailMessage.objects.order_by("id")
         if after is not None:
             rows = rows.filter(id__gt=after[0])
-        found = list(rows[: _limit(limit, 500)])
-        # One attachment query for the whole page, not one per message: the page runs in the
-        # shard's batch transaction, and every call batched with it waits for it to commit.
+        # Ids and keys only, and one attachment query for the whole page rather than one per
+        # message: the page runs in the shard's batch transaction, and every call batched with
+        # it waits for it to commit.
+        found = list(rows.values_list("id", "raw_mime_key")[: size + 1])
+        more = len(found) > size
+        found = found[:size]
         external: dict[str, list[str]] = {}
         for message_id, att_id in (
             m.EmailAttachment.objects.filter(
-                message_id__in=[msg.id for msg in found], storage_kind="external"
+                message_id__in=[message_id for message_id, _ in found], storage_kind="external"
             )
             .order_by("message_id", "id")
             .values_list("message_id", "id")
         ):
             external.setdefault(message_id, []).append(att_id)
         refs = []
-        for msg in found:
-            if msg.raw_mime_key:
-                refs.append({"bucket": "email_blobs", "key": self._raw_key(msg.id)})
-            for att_id in external.get(msg.id, ()):
-                key = email_attachment_key(self.user_id, msg.id, att_id)
+        for message_id, raw_key in found:
+            if raw_key:
+                refs.append({"bucket": "email_blobs", "key": self._raw_key(message_id)})
+            for att_id in external.get(message_id, ()):
+                key = email_attachment_key(self.user_id, message_id, att_id)
                 refs.append({"bucket": "email_blobs", "key": key})
-        more = len(found) == _limit(limit, 500) and rows.filter(id__gt=found[-1].id).exists()
-        return {"references": refs, "next_cursor": _encode_cursor(found[-1].id) if more else None}
+        return {"references": refs, "next_cursor": _encode_cursor(found[-1][0]) if more else None}
 
     @deletion_safe
     @owned
