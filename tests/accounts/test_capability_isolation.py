@@ -15,7 +15,13 @@ pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 Token = tuple[AccessToken, str]
 
 # Every accounts capability must have a cross-user test below; a new one fails this list.
-COVERED = {"whoami", "accessTokenList", "accessTokenRevoke"}
+COVERED = {
+    "whoami",
+    "accessTokenList",
+    "accessTokenRevoke",
+    "accountExportManifest",
+    "accountExportSection",
+}
 
 
 def call(api: APIClient, raw: str, name: str, payload: dict | None = None):  # type: ignore[no-untyped-def]
@@ -69,3 +75,28 @@ def test_not_found_looks_the_same_for_foreign_and_missing_tokens(
     missing = call(api, outsider_token[1], "accessTokenRevoke", {"tokenId": 987654})
     assert foreign.status_code == missing.status_code == 404
     assert foreign.json() == missing.json()
+
+
+def test_export_capabilities_answer_only_for_the_caller(
+    api: APIClient, owner: User, outsider: User, owner_token: Token, outsider_token: Token
+) -> None:
+    """Each sees their own manifest; a cursor from one person's export is refused to another."""
+    mine = call(api, owner_token[1], "accountExportManifest").json()
+    theirs = call(api, outsider_token[1], "accountExportManifest").json()
+    assert mine["userId"] == owner.stable_user_id and theirs["userId"] == outsider.stable_user_id
+    tokens = {s["table"]: s["count"] for s in mine["sections"] if s["section"] == "d1_table"}
+    assert tokens["access_tokens"] == AccessToken.objects.filter(user=owner).count()
+    page = call(
+        api,
+        owner_token[1],
+        "accountExportSection",
+        {"section": "d1_table", "table": "users", "limit": 1},
+    ).json()
+    assert [row["stable_user_id"] for row in page["rows"]] == [owner.stable_user_id]
+    forged = call(
+        api,
+        outsider_token[1],
+        "accountExportSection",
+        {"section": "d1_table", "table": "access_tokens", "limit": 1, "cursor": "x" * 40},
+    )
+    assert forged.status_code == 400 and forged.json()["error"]["code"] == "invalid_cursor"

@@ -18,7 +18,7 @@ def run(*args: str) -> list[str]:
 
 
 def test_prints_a_working_token_as_the_last_line(owner: User) -> None:
-    lines = run("OWNER@example.com", "--name", "ci")
+    lines = run(owner.email.upper(), "--name", "ci")  # addresses match case-insensitively
 
     token = authenticate_bearer(lines[-1])
     assert token is not None and token.user == owner and token.name == "ci"
