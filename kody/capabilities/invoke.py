@@ -107,7 +107,20 @@ def _validated(cap: Capability, arguments: Mapping[str, Any] | None) -> dict[str
                 ]
             }
         )
-    return dict(data)
+    return _integral(cap.input_schema, dict(data))
+
+
+def _integral(schema: Mapping[str, Any], data: dict[str, Any]) -> dict[str, Any]:
+    """JSON Schema counts ``2.0`` as an integer; hand handlers a real ``int`` for it."""
+    properties = schema.get("properties") or {}
+    for name, value in data.items():
+        declared = (properties.get(name) or {}).get("type")
+        is_integer = declared == "integer" or (
+            isinstance(declared, list) and "integer" in declared and "number" not in declared
+        )
+        if is_integer and isinstance(value, float) and value.is_integer():
+            data[name] = int(value)
+    return data
 
 
 def _pointer(path: Any) -> str:

@@ -171,3 +171,15 @@ def test_api_docs_load_swagger_from_our_static_files(api: APIClient) -> None:
     page = api.get("/api/v1/docs").content.decode()
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in page
     assert "cdn" not in page.lower()
+
+
+def test_an_integral_float_is_an_integer_to_every_handler(api, owner_token):  # type: ignore[no-untyped-def]
+    """JSON Schema accepts 2.0 for an integer; handlers slicing with it must get an int."""
+    from tests.cast import bearer
+
+    for name in ("jobList", "memorySearch", "search"):
+        payload = {"limit": 2.0, **({"query": "x"} if "earch" in name else {})}
+        response = api.post(
+            f"/api/v1/capabilities/{name}", payload, format="json", **bearer(owner_token[1])
+        )
+        assert response.status_code < 500, (name, response.content)

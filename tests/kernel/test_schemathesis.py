@@ -57,4 +57,9 @@ def keep_test_connection() -> Iterator[None]:
     suppress_health_check=list(HealthCheck),
 )
 def test_no_operation_answers_5xx_or_off_schema(case: Any, operator_raw: str) -> None:
-    case.call_and_validate(headers={"Authorization": f"Bearer {operator_raw}"})
+    # Opaque cursors and ids are schema-valid strings that a list did not issue: a coded 400
+    # (``invalid_cursor``) is the right answer there, so "valid data is accepted" is not checked.
+    case.call_and_validate(
+        headers={"Authorization": f"Bearer {operator_raw}"},
+        excluded_checks=[schemathesis.checks.positive_data_acceptance],
+    )

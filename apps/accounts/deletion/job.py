@@ -166,19 +166,27 @@ def release(deletion: AccountDeletion) -> None:
 
 def _mark(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
     from apps.entitlements.actor import UserMeter
-    from kody.userschema.schemas import mark_deleting
+    from kody.userschema.schemas import lookup, mark_deleting
 
     now = timezone.now()
+    if "actor_state" not in deletion.result:
+        # An account that never made an actor call (e.g. an unverified signup) has no schema,
+        # so no meter, no leases and no actor rows: nothing to fence or purge there.
+        deletion.result = {**deletion.result, "actor_state": lookup(owner.stable_id) is not None}
     marked = User.objects.filter(pk=owner.db_id, deleting_at__isnull=True).update(deleting_at=now)
-    answer = UserMeter.call(owner.stable_id, "mark_deleting", at=now.isoformat())
+    if deletion.result["actor_state"]:
+        answer = UserMeter.call(owner.stable_id, "mark_deleting", at=now.isoformat())
+        report.info["active_write_leases"] = answer["active_write_leases"]
     mark_deleting(owner.stable_id)  # waits out a running actor call of this user
     report.updated["users.deleting_at"] = marked
-    report.info["active_write_leases"] = answer["active_write_leases"]
 
 
 def _drain(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
     from apps.entitlements.actor import UserMeter
 
+    if not deletion.result.get("actor_state", True):
+        report.info["drained"] = "no actor state"
+        return
     bound = float(getattr(settings, "KODY_DELETION_DRAIN_SECONDS", 10))
     deadline = time.monotonic() + bound
     while True:
@@ -233,7 +241,7 @@ def _out_of_band(deletion: AccountDeletion, owner: Owner, report: StepReport) ->
     from kody.userschema.schemas import purge_schema
     from kody.vectors import index
 
-    surfaces = actor_surfaces()
+    surfaces = actor_surfaces() if deletion.result.get("actor_state", True) else {}
     # Blobs by reference, captured from each actor before its rows go.
     removed = 0
     for surface in surfaces.values():
