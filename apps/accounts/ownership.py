@@ -82,3 +82,12 @@ def key_column(table: str) -> str:
 
 def table_columns(table: str) -> list[str]:
     return [field.column for field in model_for_table(table)._meta.concrete_fields]
+
+
+def json_column_names(table: str) -> list[str]:
+    """Columns Django stores as jsonb (its psycopg loader hands them back as text)."""
+    return [
+        field.column
+        for field in model_for_table(table)._meta.concrete_fields
+        if isinstance(field, models.JSONField)
+    ]

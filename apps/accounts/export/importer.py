@@ -13,6 +13,7 @@ instance. Vectors are rebuilt by ``manage.py reindex --user EMAIL`` afterwards.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -209,8 +210,6 @@ def _field_values(model: type[models.Model], row: dict[str, Any]) -> dict[str, A
         if f.column in row:
             value = row[f.column]
             if isinstance(value, dict) and set(value) == {"base64"}:
-                import base64
-
                 value = base64.b64decode(value["base64"])
             values[f.attname] = f.to_python(value) if not isinstance(f, models.JSONField) else value
     return values

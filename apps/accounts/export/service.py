@@ -27,7 +27,14 @@ from django.core import signing
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 
-from apps.accounts.ownership import Owner, key_column, owned_rows, quote, table_columns
+from apps.accounts.ownership import (
+    Owner,
+    json_column_names,
+    key_column,
+    owned_rows,
+    quote,
+    table_columns,
+)
 from apps.accounts.surfaces import (
     OPERATOR_OWNED_TABLES,
     OUT_OF_BAND_SURFACES,
@@ -234,7 +241,7 @@ def _table_page(owner: Owner, target: TableTarget, cursor: str | None, limit: in
         f"SELECT {', '.join(quote(c) for c in columns)} FROM {quote(target.table)}"
         f" WHERE {where} ORDER BY {quote(key)} LIMIT %s"
     )
-    json_columns = _json_columns(target.table)
+    json_columns = set(json_column_names(target.table))
     with connection.cursor() as db:
         db.execute(sql, [*params, limit + 1])
         rows = [dict(zip(columns, row, strict=True)) for row in db.fetchall()]
@@ -254,18 +261,6 @@ def _table_page(owner: Owner, target: TableTarget, cursor: str | None, limit: in
         "rows": json.loads(json.dumps(rows, cls=ExportEncoder)),
         "redacted": sorted(hidden),
         "nextCursor": next_cursor,
-    }
-
-
-def _json_columns(table: str) -> set[str]:
-    from django.db import models
-
-    from apps.accounts.ownership import model_for_table
-
-    return {
-        f.column
-        for f in model_for_table(table)._meta.concrete_fields
-        if isinstance(f, models.JSONField)
     }
 
 
