@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.packages.models import SavedPackage
 from apps.packages.services import memories, secrets
@@ -80,3 +80,20 @@ def secret_grants(request: HttpRequest) -> HttpResponse:
     except KodyError as exc:
         return _problem(request, exc, "Grant not saved")
     return redirect("packages:secrets")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def secret_approve(request: HttpRequest) -> HttpResponse:
+    """The grant a package asked for with ``secretLock``: the owner approves it here, or not.
+    Another user's secret or package is not found, whoever holds the link."""
+    source = request.POST if request.method == "POST" else request.GET
+    name, package_id = source.get("name", ""), source.get("package", "")
+    try:
+        if request.method == "POST":
+            secrets.approve_package(_uid(request), name, package_id)
+            return redirect("packages:secrets")
+        pending = secrets.grant_request(_uid(request), name, package_id)
+    except KodyError as exc:
+        return _problem(request, exc, "No such grant to approve")
+    return render(request, "packages/secret_approve.html", {"request_": pending})

@@ -11,6 +11,7 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
 from apps.packages.services import secrets as service
@@ -173,3 +174,31 @@ def secret_delete(
 ) -> dict[str, Any]:
     service.delete_secret(ctx.user_id, name=name, scope=scope, binding_key=bindingKey)
     return {"deleted": True, "name": name}
+
+
+@capability(
+    name="secretLock",
+    domain="secrets",
+    title="Ask the user to grant a secret to a package",
+    description=(
+        "Returns the URL where the user approves letting one of their saved packages use one "
+        "of their user secrets. It changes no grant: only the user can, on that page."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "name": NAME,
+            "packageId": {"type": "string", "minLength": 1, "maxLength": 64},
+        },
+        "required": ["name", "packageId"],
+        "additionalProperties": False,
+    },
+)
+def secret_lock(ctx: Context, name: str, packageId: str) -> dict[str, Any]:  # noqa: N803
+    request = service.grant_request(ctx.user_id, name, packageId)
+    return {
+        "name": name,
+        "packageId": packageId,
+        "granted": request.granted,
+        "approvalUrl": settings.SITE_URL.rstrip("/") + service.approval_path(name, packageId),
+    }

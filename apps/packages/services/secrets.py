@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from django.db import transaction
 from django.utils import timezone
@@ -163,6 +164,52 @@ def set_allowed_packages(user_id: str, name: str, package_ids: Sequence[str]) ->
     )
     entry.allowed_packages = sorted(owned)
     entry.save(update_fields=["allowed_packages", "updated_at"])
+    return metadata(entry, entry.bucket)
+
+
+@dataclass(frozen=True)
+class GrantRequest:
+    """A package asking for a user secret (``secretLock``); the owner decides on the page."""
+
+    secret: dict[str, Any]
+    package: SavedPackage
+
+    @property
+    def granted(self) -> bool:
+        return self.package.id in self.secret["allowedPackages"]
+
+
+def grant_request(user_id: str, name: str, package_id: str) -> GrantRequest:
+    """Both must be the caller's: another user's secret or package is not found."""
+    entry = _entry(user_id, SecretScope.USER, "", name)
+    package = SavedPackage.objects.filter(user_id=user_id, id=package_id).first()
+    if package is None:
+        raise NotFound("No saved package with that id.", details={"packageId": package_id})
+    return GrantRequest(metadata(entry, entry.bucket), package)
+
+
+def approval_path(name: str, package_id: str) -> str:
+    return f"/account/secrets/approve?{urlencode({'name': name, 'package': package_id})}"
+
+
+def approve_package(user_id: str, name: str, package_id: str) -> dict[str, Any]:
+    """The owner adds one package to a user secret's grant (the approve page's POST)."""
+    with transaction.atomic():
+        grant_request(user_id, name, package_id)
+        entry = (
+            SecretEntry.objects.select_for_update()
+            .select_related("bucket")
+            .get(
+                bucket__user_id=user_id,
+                bucket__scope=SecretScope.USER,
+                bucket__binding_key="",
+                name=name,
+            )
+        )
+        if package_id not in entry.allowed_packages:
+            entry.allowed_packages = sorted({*entry.allowed_packages, package_id})
+            entry.save(update_fields=["allowed_packages", "updated_at"])
+    log.info("secret grant approved: user=%s package=%s", user_id[:8], package_id)
     return metadata(entry, entry.bucket)
 
 
