@@ -2,8 +2,12 @@
 the registry's indexed ``alarm_at``; the ``actor_alarms`` lane casts ``fire`` for due users.
 
 A cast lost in the broker loses nothing: ``alarm_at`` stays due until ``fire`` has run, so the
-next tick casts again. The cast's idempotency key names the alarm time, so a duplicate cast for
-the same alarm is answered from its call record.
+next tick casts again. The cast's idempotency key names the alarm's *arming*: its time and the
+registry row's version (Postgres ``xmin``, new on every write of the row — each ``set_alarm``,
+``clear_alarm`` and ``fire``). So a duplicate cast of one arming (two ticks before the shard
+got to the first) is answered from its call record, while an alarm set again at an instant
+that already fired is a new arming and wakes again (keyed by its time alone, it was answered
+from the old record and never fired).
 
 One clock decides what is due: the app clock (``django.utils.timezone.now``), which is also
 the clock ``set_alarm`` callers use. The lane reads it once and passes it to ``fire`` as a
@@ -15,9 +19,11 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db import connections, transaction
 from django.db.models import Q
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from kody.actors.base import Actor, actor_named, sync_registry_alarm
@@ -65,22 +71,28 @@ class AlarmClock(Actor):
         return True
 
 
-def due_alarms(
-    now: datetime, after: tuple[datetime, str] | None, limit: int
-) -> list[tuple[str, datetime]]:
+class DueAlarm(NamedTuple):
+    user_id: str
+    alarm_at: datetime
+    arming: str  # the registry row's xmin when the sweep read it
+
+
+def due_alarms(now: datetime, after: tuple[datetime, str] | None, limit: int) -> list[DueAlarm]:
     """Users whose alarm is due, oldest first, keyset-paged by (alarm_at, user_id)."""
     rows = UserSchema.objects.filter(alarm_at__lte=now, deleting_at__isnull=True)
     if after is not None:
         at, user_id = after
         rows = rows.filter(Q(alarm_at__gt=at) | Q(alarm_at=at, user_id__gt=user_id))
-    return list(rows.order_by("alarm_at", "user_id").values_list("user_id", "alarm_at")[:limit])
+    rows = rows.annotate(arming=RawSQL("xmin::text", ()))
+    found = rows.order_by("alarm_at", "user_id").values_list("user_id", "alarm_at", "arming")
+    return [DueAlarm(*row) for row in found[:limit]]
 
 
-def cast_alarm(user_id: str, alarm_at: datetime, now: datetime) -> str:
+def cast_alarm(due: DueAlarm, now: datetime) -> str:
     """Cast ``fire`` for an alarm found due at ``now`` (the sweeping lane's app clock)."""
     return AlarmClock.cast(
-        user_id,
+        due.user_id,
         "fire",
         now=now.isoformat(),
-        idempotency_key=f"alarm:{user_id}:{alarm_at.isoformat()}",
+        idempotency_key=f"alarm:{due.user_id}:{due.alarm_at.isoformat()}:{due.arming}",
     )

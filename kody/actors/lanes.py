@@ -14,9 +14,9 @@ def actor_alarms(run: LaneRun) -> None:
     after = None
     while not run.out_of_time():
         due = due_alarms(now, after, run.batch_size)
-        for user_id, alarm_at in due:
-            cast_alarm(user_id, alarm_at, now)
+        for alarm in due:
+            cast_alarm(alarm, now)
         run.record(len(due))
         if len(due) < run.batch_size:
             break
-        after = (due[-1][1], due[-1][0])
+        after = (due[-1].alarm_at, due[-1].user_id)

@@ -12,7 +12,7 @@ from apps.jobs import services
 from apps.jobs.actor import RunLog
 from apps.jobs.actor.manager import LEASE
 from apps.jobs.models import KILL_SWITCH_KEY, Job, JobsWorkerState
-from kody.actors.alarms import cast_alarm
+from kody.actors.alarms import cast_alarm, due_alarms
 from kody.capabilities import Context
 from kody.userschema.models import UserSchema
 
@@ -246,9 +246,20 @@ def test_a_duplicate_alarm_cast_claims_nothing_twice(owner, clock, wake):
     job = schedule(owner)
     at = Job.objects.get(id=job["id"]).next_run_at
     clock.move_to(at)
+    [due] = due_alarms(clock_now(), None, 10)
     wake()
-    cast_alarm(owner.stable_user_id, at, clock_now())  # the same wake delivered again
+    cast_alarm(due, clock_now())  # the same wake delivered again
     assert len(job_runs(owner, job["id"])) == 1
+
+
+def test_run_now_twice_at_one_frozen_instant_runs_twice(owner, clock, wake):
+    """Both "run now"s arm the alarm at the same instant; the second is a new arming, so the
+    kernel wakes the scheduler again instead of answering from the first wake's record."""
+    job = schedule(owner)
+    for _ in range(2):
+        services.run_now(owner.stable_user_id, job["id"])
+        wake()
+    assert len(job_runs(owner, job["id"])) == 2
 
 
 def test_beat_wakes_alarms_every_minute():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +152,9 @@ class Probe(Actor):
 
     def wake_in(self, seconds: float) -> None:
         self.set_alarm(timezone.now() + timedelta(seconds=seconds))
+
+    def wake_at(self, at: str) -> None:
+        self.set_alarm(datetime.fromisoformat(at))
 
     def alarm(self) -> None:
         self._bump("email_sends_per_day")

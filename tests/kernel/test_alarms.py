@@ -74,7 +74,7 @@ def test_the_alarm_sweep_uses_the_partial_index(owner_id, inline_actors):
 
     Probe.call(owner_id, "wake_in", -1)
     now = timezone.now() + timedelta(seconds=1)
-    assert [user for user, _ in due_alarms(now, None, 10)] == [owner_id]
+    assert [due.user_id for due in due_alarms(now, None, 10)] == [owner_id]
     with connection.cursor() as cursor:
         cursor.execute("SET enable_seqscan = off")
         cursor.execute(
@@ -99,3 +99,23 @@ def test_due_alarms_are_chosen_and_deleted_by_the_app_clock(owner_id, inline_act
         run_lane("actor_alarms")
         assert alarm_runs(owner_id) == 1
         assert alarm_at(owner_id) is None
+
+
+def test_an_alarm_rearmed_at_an_instant_already_delivered_fires_again(owner_id, inline_actors):
+    """The wake's idempotency key names the alarm's arming, not only its time: a duplicate
+    cast of one arming is answered from its call record, but an alarm set again at the very
+    instant of one that already fired is a new arming and wakes again."""
+    from kody.actors.alarms import cast_alarm, due_alarms
+
+    at = (timezone.now() - timedelta(seconds=5)).isoformat()
+    Probe.call(owner_id, "wake_at", at)
+    [first] = due_alarms(timezone.now(), None, 10)
+    run_lane("actor_alarms")
+    assert alarm_runs(owner_id) == 1 and alarm_at(owner_id) is None
+    Probe.call(owner_id, "wake_at", at)
+    cast_alarm(first, timezone.now())  # the first arming's wake, delivered twice
+    assert alarm_runs(owner_id) == 1 and alarm_at(owner_id) is not None
+    run_lane("actor_alarms")
+    assert alarm_runs(owner_id) == 2 and alarm_at(owner_id) is None
+    run_lane("actor_alarms")  # a tick with nothing armed wakes nothing
+    assert alarm_runs(owner_id) == 2

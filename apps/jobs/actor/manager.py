@@ -293,9 +293,6 @@ class JobManager(Actor):
         if exact:
             self.clear_alarm()
         if at is not None:
-            # Never re-arm at a past instant: the kernel keys an alarm's wake by its time, and
-            # a wake for a time it already delivered is answered from its call record.
-            at = max(at, timezone.now() + timedelta(milliseconds=1))
             self.set_alarm(at)
         return at
 

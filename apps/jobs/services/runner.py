@@ -111,9 +111,9 @@ def wake_due_alarms(now: datetime | None = None) -> int:
     woken, after = 0, None
     while True:
         due = due_alarms(now, after, WAKE_BATCH)
-        for user_id, alarm_at in due:
-            cast_alarm(user_id, alarm_at, now)
+        for alarm in due:
+            cast_alarm(alarm, now)
         woken += len(due)
         if len(due) < WAKE_BATCH:
             return woken
-        after = (due[-1][1], due[-1][0])
+        after = (due[-1].alarm_at, due[-1].user_id)
