@@ -13,3 +13,5 @@ class MailboxConfig(AppConfig):
         from apps.mailbox.services.reads import stored_message_count
 
         register_counter("stored_email_messages", stored_message_count)
+        # The outbox relay runs tasks by name in whatever process relays (web, lane, worker).
+        from apps.mailbox import tasks  # noqa: F401

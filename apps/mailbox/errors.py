@@ -41,6 +41,11 @@ class BlobUnavailable(KodyError):
     message = "Mail storage is unavailable; try again."
 
 
+class SubmissionInProgress(Conflict):
+    code = "submission_in_progress"
+    message = "Another attempt is submitting this message; its result will be recorded."
+
+
 class SenderNotVerified(Forbidden):
     code = "sender_not_verified"
     message = "That sender address is not one of your verified sender identities."

@@ -29,6 +29,7 @@ from apps.mailbox import errors
 from apps.mailbox.actor import models as m
 from apps.mailbox.models import EmailOutboundProviderIndex, EmailOutboundProviderIndexRepairOwner
 from apps.mailbox.services import blobstore
+from kody import outbox
 from kody.actors import Actor, OwnerMismatch, deletion_safe
 from kody.blobs.keys import email_attachment_key, email_raw_key
 
@@ -42,6 +43,11 @@ BLOB_MESSAGES_PER_PASS = 25
 PAGE_MAX = 500
 INBOUND_PROVIDER = "kody-inbound"
 INDEX_REPAIR_BACKOFF = (60, 300, 900, 3600, 6 * 3600)
+# The outbox task that submits an outbound message (apps/mailbox/tasks.py).
+SUBMIT_TASK = "mailbox.submit_outbound"
+# A submission claimed longer ago than this died mid-way: its outcome is unknown, so it is
+# failed, never submitted again (a second submission could deliver the mail twice).
+SUBMISSION_LEASE = timedelta(minutes=10)
 EXPORT_SECTIONS = ("threads", "messages", "attachments", "delivery_events")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -457,8 +463,73 @@ class Mailbox(Actor):
             created_at=now,
             updated_at=now,
         )
+        # The submission commits with the graph: a crash after COMMIT cannot lose it.
+        outbox.enqueue(
+            SUBMIT_TASK,
+            {"user_id": self.user_id, "message_id": message_id},
+            key=submission_key(message_id),
+        )
         self.set_alarm(now + MESSAGE_RETENTION)
         return {"messageId": message_id, "created": True, "threadId": thread_id}
+
+    @owned
+    def claim_submission(self, message_id: str, provider: str) -> dict[str, Any]:
+        """Who may hand this outbound message to the provider: at most one submitter, ever.
+
+        ``claimed`` (with the message to send) the first time; ``sent`` / ``failed`` once a
+        result is recorded; ``in_progress`` while another submitter's claim is fresh. A claim
+        older than ``SUBMISSION_LEASE`` without a result belonged to a submitter that died
+        between claiming and recording: whether the provider accepted the mail is unknown,
+        so it is failed (``submission_interrupted``) rather than submitted a second time.
+        """
+        msg = self._message(message_id)
+        if msg.direction != "outbound":
+            raise errors.DeliveryNotClaimed(details={"reason": "not an outbound message"})
+        if msg.processing_status != "stored":
+            return self._submission_state(msg)
+        now = timezone.now()
+        ev = m.EmailDeliveryEvent.objects.filter(
+            message_id=msg.id, event_type="send_requested"
+        ).first()
+        if ev is None:
+            raise errors.DeliveryNotClaimed(details={"reason": "no send request"})
+        claim = ev.detail_json.get("submission")
+        if claim:
+            if now - datetime.fromisoformat(claim["at"]) < SUBMISSION_LEASE:
+                return {"state": "in_progress", "messageId": msg.id}
+            self._record_result(msg, "failed", provider, None, "submission_interrupted")
+            return self._submission_state(msg)
+        submission = {"token": _new_id(), "at": now.isoformat()}
+        ev.detail_json = {**ev.detail_json, "submission": submission}
+        ev.updated_at = now
+        ev.save(update_fields=["detail_json", "updated_at"])
+        return {
+            "state": "claimed",
+            "messageId": msg.id,
+            "token": submission["token"],
+            "message": {
+                "inboxId": msg.inbox_id,
+                "from": msg.from_address,
+                "to": msg.to_addresses_json,
+                "cc": msg.cc_addresses_json,
+                "bcc": msg.bcc_addresses_json,
+                "subject": msg.subject,
+                "text": msg.text_body,
+                "html": msg.html_body,
+                "messageIdHeader": msg.message_id_header,
+                "inReplyTo": msg.in_reply_to_header,
+                "references": msg.references_json,
+            },
+        }
+
+    @staticmethod
+    def _submission_state(msg: m.EmailMessage) -> dict[str, Any]:
+        return {
+            "state": msg.processing_status,
+            "messageId": msg.id,
+            "providerMessageId": msg.provider_message_id,
+            "error": msg.error,
+        }
 
     @owned
     def record_outbound_result(
@@ -475,6 +546,18 @@ class Mailbox(Actor):
         msg = self._message(message_id)
         if msg.processing_status != "stored":
             return {"messageId": message_id, "status": msg.processing_status, "changed": False}
+        self._record_result(msg, status, provider, provider_message_id, error)
+        return {"messageId": message_id, "status": status, "changed": True}
+
+    def _record_result(
+        self,
+        msg: m.EmailMessage,
+        status: str,
+        provider: str,
+        provider_message_id: str | None,
+        error: str | None,
+    ) -> None:
+        message_id = msg.id
         now = timezone.now()
         msg.processing_status = status
         msg.provider_message_id = provider_message_id
@@ -505,7 +588,6 @@ class Mailbox(Actor):
             )
             self.set_alarm(now + timedelta(seconds=INDEX_REPAIR_BACKOFF[0]))
             self._publish_repair_health()
-        return {"messageId": message_id, "status": status, "changed": True}
 
     def _publish_repair_health(self) -> None:
         """The content-free public summary of this owner's pending provider-index repairs."""
@@ -955,6 +1037,11 @@ class Mailbox(Actor):
         due.extend(t for t in times[2:] if t)
         if due:
             self.set_alarm(max(min(due), now + CONTINUATION_DELAY))
+
+
+def submission_key(message_id: str) -> str:
+    """The outbox key of one message's submission (enqueueing it again adds nothing)."""
+    return f"mailbox.submit:{message_id}"
 
 
 def write_provider_index(

@@ -1,11 +1,20 @@
-"""Outbound mail: write the graph to the Mailbox, submit, then record what happened.
+"""Outbound mail: write the graph to the Mailbox, submit through the outbox, record the result.
 
-Design note. The Mailbox row exists (``stored``, ``send_requested``) before anything leaves,
-so a send is never invisible. Submission goes through Django's email backend (console by
-default, SMTP by settings; anymail backends work unchanged and their message id is used).
-The terminal state is then written with bounded retry; it also leaves a pending provider-index
-repair in the Mailbox, which the immediate public-index write clears. A failed index write
-never resends: the Mailbox alarm retries the index alone.
+Design note (at most one submission, never a lost one). ``write_outbound`` writes the message
+(``stored``, ``send_requested``) *and* its submission into the kernel's outbox in one actor
+transaction, so once it commits the send cannot be lost: if nothing else submits it, the
+outbox relay does (``mailbox.submit_outbound``, at least once). ``send`` then runs the same
+submission at once, so a healthy send answers ``sent`` in the request. Whoever submits first
+claims it in the Mailbox (``claim_submission``); every other run — the relay's kick racing the
+request, a relay replaying after a crash — finds the claim and submits nothing. A submitter
+that dies between the provider's acceptance and the recorded result leaves a claim without a
+result: after ``SUBMISSION_LEASE`` it is failed as ``submission_interrupted``, never submitted
+again (a second submission could deliver the mail twice; an unknown outcome is reported).
+
+The terminal state (provider message id, sent/failed) is written back with bounded retry, then
+through the outbox if the Mailbox stays unreachable. It also leaves a pending provider-index
+repair, which the immediate public-index write clears; a failed index write never resends:
+the Mailbox alarm retries the index alone.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ from apps.accounts.models import User
 from apps.entitlements import services as entitlements
 from apps.mailbox.actor import Mailbox
 from apps.mailbox.actor.mailbox import write_provider_index
-from apps.mailbox.errors import SenderNotVerified
+from apps.mailbox.errors import SenderNotVerified, SubmissionInProgress
 from apps.mailbox.models import (
     EmailDeliveryAlertEvent,
     EmailOutboundProviderIndex,
@@ -33,11 +42,14 @@ from apps.mailbox.models import (
     SenderIdentityStatus,
 )
 from apps.mailbox.services import inboxes
+from kody import outbox
 from kody.errors import InvalidInput
 
 log = logging.getLogger(__name__)
 TERMINAL_ATTEMPTS = 4
 MAX_RECIPIENTS = 50
+SENDS = "email_sends_per_day"
+RECORD_TASK = "mailbox.record_outbound_result"
 
 
 def _addresses(values: list[str] | None, what: str) -> list[str]:
@@ -64,16 +76,98 @@ def sender(user: User, from_address: str | None) -> EmailSenderIdentity:
     return found
 
 
-def _record(uid: str, message_id: str, **kwargs: Any) -> None:
+def _charge_key(message_id: str) -> str:
+    return f"email-send:{message_id}"
+
+
+def record_result(uid: str, message_id: str, result: dict[str, Any]) -> None:
+    """Write a submission's result to the Mailbox with bounded retry (idempotent)."""
     for attempt in range(TERMINAL_ATTEMPTS):
         try:
-            Mailbox.call(uid, "record_outbound_result", message_id=message_id, **kwargs)
+            Mailbox.call(uid, "record_outbound_result", message_id=message_id, **result)
             return
         except Exception:
             if attempt == TERMINAL_ATTEMPTS - 1:
-                log.exception("terminal state of outbound %s for %s not recorded", message_id, uid)
                 raise
             time.sleep(0.05 * 2**attempt)
+
+
+def _record(uid: str, message_id: str, result: dict[str, Any]) -> None:
+    """The result must not be lost once the provider answered: if the Mailbox stays down, the
+    outbox records it later. If even that fails the caller raises, the relay runs ``submit``
+    again, and the claim left behind makes that report ``submission_interrupted``."""
+    try:
+        record_result(uid, message_id, result)
+    except Exception:
+        log.exception("result of outbound %s for %s goes through the outbox", message_id, uid)
+        outbox.enqueue(
+            RECORD_TASK,
+            {"user_id": uid, "message_id": message_id, "result": result},
+            key=f"mailbox.record:{message_id}",
+        )
+
+
+def _email(message: dict[str, Any]) -> EmailMultiAlternatives:
+    headers = {"Message-ID": message["messageIdHeader"]}
+    if message["inReplyTo"]:
+        headers["In-Reply-To"] = message["inReplyTo"]
+    if message["references"]:
+        headers["References"] = " ".join(message["references"])
+    email = EmailMultiAlternatives(
+        message["subject"],
+        message["text"] or "",
+        message["from"],
+        message["to"],
+        bcc=message["bcc"],
+        cc=message["cc"],
+        headers=headers,
+    )
+    if message["html"] is not None:
+        email.attach_alternative(message["html"], "text/html")
+    return email
+
+
+def _reply(state: dict[str, Any]) -> dict[str, Any]:
+    out = {"messageId": state["messageId"], "status": state["state"]}
+    if state.get("providerMessageId"):
+        out["providerMessageId"] = state["providerMessageId"]
+    if state.get("error"):
+        out["error"] = state["error"]
+    return out
+
+
+def submit(uid: str, message_id: str) -> dict[str, Any]:
+    """Hand one stored outbound message to the provider unless someone already did.
+
+    The body of the ``mailbox.submit_outbound`` outbox task, and what ``send`` runs at once.
+    Raises ``SubmissionInProgress`` while another submitter holds the claim, so the relay
+    comes back later and finds the result."""
+    provider = settings.KODY_EMAIL_PROVIDER
+    claim = Mailbox.call(uid, "claim_submission", message_id=message_id, provider=provider)
+    if claim["state"] == "in_progress":
+        raise SubmissionInProgress(details={"messageId": message_id})
+    if claim["state"] != "claimed":
+        return _reply(claim)  # already sent or failed: nothing is submitted twice
+    email = _email(claim["message"])
+    try:
+        email.send()
+    except Exception as exc:
+        log.warning("outbound %s for %s was not accepted: %s", message_id, uid, exc)
+        error = str(exc)[:500]
+        entitlements.refund(uid, SENDS, key=_charge_key(message_id))
+        _record(uid, message_id, {"status": "failed", "provider": provider, "error": error})
+        return {"messageId": message_id, "status": "failed", "error": error}
+    anymail = getattr(email, "anymail_status", None)
+    provider_id = getattr(anymail, "message_id", None) or claim["message"]["messageIdHeader"]
+    result = {"status": "sent", "provider": provider, "provider_message_id": provider_id}
+    _record(uid, message_id, result)
+    inbox_id = claim["message"]["inboxId"]
+    try:
+        write_provider_index(uid, provider, provider_id, message_id, inbox_id)
+        Mailbox.call(uid, "clear_index_repair", provider=provider, provider_message_id=provider_id)
+    except Exception:  # the Mailbox alarm retries the index; the mail is never resent
+        log.exception("provider index for outbound %s deferred to repair", message_id)
+    return {"messageId": message_id, "status": "sent", "providerMessageId": provider_id}
 
 
 def send(
@@ -97,12 +191,9 @@ def send(
         raise InvalidInput("Give a text or an html body.")
     identity = sender(user, from_address)
     inbox = inboxes.ensure_inbox(user)
-    entitlements.consume(user, "email_sends_per_day")
     uid = user.stable_user_id
     message_id = uuid.uuid4().hex
-    header_id = make_msgid(domain=settings.KODY_MAIL_DOMAIN)
-    from_header = formataddr((identity.display_name, identity.email))
-    refs = list(references or [])
+    entitlements.consume(user, SENDS, key=_charge_key(message_id))
     Mailbox.call(
         uid,
         "write_outbound",
@@ -110,45 +201,25 @@ def send(
             "id": message_id,
             "inbox_id": inbox.id,
             "sender_identity_id": identity.id,
-            "from_address": from_header,
+            "from_address": formataddr((identity.display_name, identity.email)),
             "to_addresses_json": to_list,
             "cc_addresses_json": cc_list,
             "bcc_addresses_json": bcc_list,
             "subject": subject,
-            "message_id_header": header_id,
+            "message_id_header": make_msgid(domain=settings.KODY_MAIL_DOMAIN),
             "in_reply_to_header": in_reply_to,
-            "references_json": refs,
+            "references_json": list(references or []),
             "text_body": text,
             "html_body": html,
         },
     )
-    headers = {"Message-ID": header_id}
-    if in_reply_to:
-        headers["In-Reply-To"] = in_reply_to
-    if refs:
-        headers["References"] = " ".join(refs)
-    email = EmailMultiAlternatives(
-        subject, text or "", from_header, to_list, bcc=bcc_list, cc=cc_list, headers=headers
-    )
-    if html is not None:
-        email.attach_alternative(html, "text/html")
-    provider = settings.KODY_EMAIL_PROVIDER
+    # Committed with its outbox submission: from here the send cannot be lost. Submit now so
+    # a healthy send answers "sent"; if this fails the relay submits it (answer "stored").
     try:
-        email.send()
-    except Exception as exc:
-        log.warning("outbound %s for %s was not accepted: %s", message_id, uid, exc)
-        entitlements.refund(user, "email_sends_per_day")
-        _record(uid, message_id, status="failed", provider=provider, error=str(exc)[:500])
-        return {"messageId": message_id, "status": "failed", "error": str(exc)[:500]}
-    anymail = getattr(email, "anymail_status", None)
-    provider_id = getattr(anymail, "message_id", None) or header_id
-    _record(uid, message_id, status="sent", provider=provider, provider_message_id=provider_id)
-    try:
-        write_provider_index(uid, provider, provider_id, message_id, inbox.id)
-        Mailbox.call(uid, "clear_index_repair", provider=provider, provider_message_id=provider_id)
-    except Exception:  # the Mailbox alarm retries the index; the mail is never resent
-        log.exception("provider index for outbound %s deferred to repair", message_id)
-    return {"messageId": message_id, "status": "sent", "providerMessageId": provider_id}
+        return submit(uid, message_id)
+    except Exception:
+        log.exception("outbound %s for %s left to the outbox relay", message_id, uid)
+        return {"messageId": message_id, "status": "stored"}
 
 
 def reply(
