@@ -8,9 +8,12 @@ class JobsConfig(AppConfig):
     verbose_name = "Jobs"
 
     def ready(self) -> None:
-        # Imported here: entitlements' registries exist only once apps are loaded.
+        # Imported here: entitlements' registries exist only once apps are loaded. The tasks
+        # module too: the outbox relay looks jobs.dispatch_runs up by name in whatever process
+        # relays (a web process's kick, a lane), not only in autodiscovering workers.
         from apps.entitlements.services.counters import register_counter
         from apps.entitlements.services.storage import register_bucket_estimator
+        from apps.jobs import tasks  # noqa: F401
         from apps.jobs.services.runs import concurrent_workflows
         from apps.jobs.services.storage import estimate
 

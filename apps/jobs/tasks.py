@@ -13,6 +13,12 @@ def run_job(user_id: str, job_id: str, claim_token: str) -> None:
     runner.run_claimed(user_id, job_id, claim_token)
 
 
+@shared_task(name="jobs.dispatch_runs", queue="default", ignore_result=True)
+def dispatch_runs(user_id: str, claims: list[dict[str, str]]) -> None:
+    """Relayed by the outbox after the JobManager's claims commit: queue each claimed run."""
+    runner.send_runs(user_id, claims)
+
+
 @shared_task(name="jobs.wake_alarms", queue="default", ignore_result=True)
 def wake_alarms() -> int:
     """Every minute: cast due actor alarms, so a job every minute runs every minute.

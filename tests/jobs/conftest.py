@@ -1,8 +1,10 @@
 """The fixed cast for jobs tests: an owner, an outsider, and a scheduler driven by hand.
 
 ``clock`` pins the app clock at a fixed instant (the alarm sweep and the JobManager both
-decide what is due by it). ``wake()`` is one minute-tick of beat: it casts due alarms and
-runs every job the alarms claimed, as the default worker would.
+decide what is due by it). ``wake()`` is one minute-tick of beat: it casts due alarms, then
+relays the outbox (the claims' ``jobs.dispatch_runs`` messages) and runs every job the alarms
+claimed, as the relay and the default worker would. The relay's kick after COMMIT is off in
+these tests: ``relay_outbox()`` is the relay, run by hand inside the test's transaction.
 """
 
 from __future__ import annotations
@@ -82,6 +84,29 @@ def clock() -> Iterator[Any]:
         yield traveller
 
 
+@pytest.fixture(autouse=True)
+def _no_outbox_kick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kody.outbox.core._kick", lambda: None)
+
+
+def relay_outbox() -> int:
+    """``kody.outbox.relay`` for a test's wrapping transaction (the real one refuses to run
+    inside a transaction, as its tasks commit on their own): claim, run, delete, until empty.
+    A message a task enqueues while it runs (a catch-up claim) is relayed in the same call."""
+    import json
+
+    from kody.outbox.core import _claim, _run
+    from kody.outbox.models import OutboxMessage
+
+    relayed = 0
+    while (claimed := _claim("default")) is not None:
+        message_id, task, payload, _attempts = claimed
+        _run(task, json.loads(payload) if isinstance(payload, str) else payload)
+        OutboxMessage.objects.filter(id=message_id).delete()
+        relayed += 1
+    return relayed
+
+
 @pytest.fixture
 def wake(
     eager_tasks: None, django_capture_on_commit_callbacks: Callable[..., Any]
@@ -90,6 +115,8 @@ def wake(
 
     def tick() -> int:
         with django_capture_on_commit_callbacks(execute=True):
-            return wake_due_alarms()
+            woken = wake_due_alarms()
+        relay_outbox()
+        return woken
 
     return tick

@@ -12,6 +12,7 @@ from apps.jobs import services
 from apps.jobs.actor import RunLog
 from apps.jobs.actor.manager import LEASE
 from apps.jobs.models import KILL_SWITCH_KEY, Job, JobsWorkerState
+from apps.jobs.services import runner
 from kody.actors.alarms import cast_alarm, due_alarms
 from kody.capabilities import Context
 from kody.userschema.models import UserSchema
@@ -65,13 +66,11 @@ def test_every_capability_call_of_a_job_has_its_own_run_record(owner, clock, wak
 def test_a_killed_worker_is_retried_after_its_lease_and_never_runs_twice(
     owner, clock, wake, monkeypatch
 ):
-    from apps.jobs.actor import manager
-
     job = schedule(owner)
     start = Job.objects.get(id=job["id"]).next_run_at
     clock.move_to(start)
     with monkeypatch.context() as patch:  # the worker dies before running the job
-        patch.setattr(manager, "_dispatch", lambda user_id, claims: None)
+        patch.setattr(runner, "send_runs", lambda user_id, claims: None)
         wake()
     claimed = Job.objects.get(id=job["id"])
     assert claimed.claim_token is not None
@@ -89,6 +88,63 @@ def test_a_killed_worker_is_retried_after_its_lease_and_never_runs_twice(
     assert min(scheduled) == start.isoformat()  # the lost occurrence ran on retry
     expected = {(start + timedelta(minutes=n)).isoformat() for n in range(len(scheduled))}
     assert set(scheduled) == expected  # and every minute since ran once, in order
+
+
+def test_a_claim_committed_just_before_a_crash_runs_without_waiting_out_its_lease(
+    owner, clock, wake
+):
+    """The process dies right after the alarm's COMMIT: no on-commit work runs and no relay is
+    kicked. The dispatch committed with the claim, so the relay's next pass runs the job, at
+    the same instant, not a lease later."""
+    from apps.jobs.services.runner import wake_due_alarms
+    from kody.outbox.models import OutboxMessage
+    from tests.jobs.conftest import relay_outbox
+
+    job = schedule(owner)
+    clock.move_to(Job.objects.get(id=job["id"]).next_run_at)
+    wake_due_alarms()  # on-commit callbacks are never run: the crash
+    claimed = Job.objects.get(id=job["id"])
+    assert claimed.claim_token is not None and job_runs(owner, job["id"]) == []
+    [message] = OutboxMessage.objects.all()
+    assert message.task == "jobs.dispatch_runs"
+    assert message.payload["claims"] == [{"job_id": job["id"], "claim_token": claimed.claim_token}]
+    assert relay_outbox() == 1  # the outbox_relay lane's next tick
+    assert [r["status"] for r in job_runs(owner, job["id"])] == ["success"]
+    assert Job.objects.get(id=job["id"]).claim_token is None
+
+
+def test_a_claim_rolled_back_leaves_no_dispatch(owner, clock, monkeypatch):
+    from apps.jobs.actor.manager import JobManager
+    from kody.outbox.models import OutboxMessage
+
+    job = schedule(owner)
+    clock.move_to(Job.objects.get(id=job["id"]).next_run_at)
+
+    def fail_after_claiming(self):  # type: ignore[no-untyped-def]
+        self._dispatch(self._claim_due())
+        raise RuntimeError("the alarm fails after claiming")
+
+    monkeypatch.setattr(JobManager, "alarm", fail_after_claiming)
+    runner.wake_due_alarms()
+    assert Job.objects.get(id=job["id"]).claim_token is None  # the claim rolled back...
+    assert not OutboxMessage.objects.exists()  # ...and its dispatch with it
+
+
+def test_a_repeated_dispatch_arrives_after_the_run_lease_and_runs_nothing(owner, clock):
+    """A sent dispatch is repeated only after the outbox's claim lease (its relay died before
+    deleting it); by then the run's own lease is over and the claim is refused, so a repeat
+    never runs a job beside the run it repeats."""
+    from kody.outbox.core import CLAIM_LEASE
+    from kody.outbox.models import OutboxMessage
+
+    assert CLAIM_LEASE > LEASE
+    job = schedule(owner)
+    clock.move_to(Job.objects.get(id=job["id"]).next_run_at)
+    runner.wake_due_alarms()
+    [claim] = OutboxMessage.objects.get().payload["claims"]
+    clock.shift(CLAIM_LEASE)  # the first delivery's run is still going, or died
+    assert runner.run_claimed(owner.stable_user_id, **claim) is None
+    assert job_runs(owner, job["id"]) == []
 
 
 def test_a_lost_report_is_not_run_again(owner, clock, wake, monkeypatch):
@@ -135,7 +191,7 @@ def test_a_thousand_due_jobs_drain_in_bounded_alarms(owner, clock, wake, monkeyp
         for claim in claims:
             manager.JobManager.call(user_id, "finish", outcome=outcome, **claim)
 
-    monkeypatch.setattr(manager, "_dispatch", finish_at_once)
+    monkeypatch.setattr(runner, "send_runs", finish_at_once)
     daily = {"type": "interval", "everySeconds": 86400}
     template = Job.objects.get(id=schedule(owner, schedule=daily)["id"])
     start = template.next_run_at
@@ -287,7 +343,7 @@ def test_every_minute_runs_once_across_a_beat_outage_and_a_redis_restart(
                 wake()
             manager.JobManager.call(owner.stable_user_id, "sync")  # a later write re-arms
             with monkeypatch.context() as patch:
-                patch.setattr(manager, "_dispatch", lambda user_id, claims: None)
+                patch.setattr(runner, "send_runs", lambda user_id, claims: None)
                 clock.shift(timedelta(seconds=1))
                 wake()
             continue

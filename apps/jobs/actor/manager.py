@@ -6,7 +6,10 @@ same transaction as the change. The alarm claims at most ``KODY_MAX_DUE_JOBS_PER
 jobs, oldest ``next_run_at`` first, and re-arms about a second later while more are due.
 A claim sets a fresh ``claim_token`` and ``lease_expires_at``; the run itself happens on the
 default queue after commit (a capability call may need this user's other actors, which a
-shard worker must never wait for). The run reports back with ``finish``, which checks the
+shard worker must never wait for): the claim writes a ``jobs.dispatch_runs`` message to the
+transactional outbox in the same transaction, so a worker that dies right after COMMIT loses
+no run — the ``outbox_relay`` lane sends it (``transaction.on_commit`` work would be lost,
+leaving the run to wait out its lease). The run reports back with ``finish``, which checks the
 token, writes the run record (RunLog's tables, same schema) and the next schedule in one
 transaction. A run whose worker died keeps its claim until the lease expires; the next alarm
 then reclaims it as a retry, unless the run record of that occurrence already exists (it
@@ -22,7 +25,6 @@ from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Min, Q
 from django.utils import timezone
 
@@ -30,6 +32,7 @@ from apps.jobs import schedules
 from apps.jobs.actor import models as am
 from apps.jobs.actor import records
 from apps.jobs.models import KILL_SWITCH_KEY, Job, JobsWorkerState
+from kody import outbox
 from kody.actors import Actor, deletion_safe
 from kody.fields import new_id
 
@@ -45,6 +48,13 @@ MAX_RETRIES = 3
 RETRY_BASE = timedelta(seconds=30)
 BACKLOG_REARM = timedelta(seconds=1)
 KILLED_POLL = timedelta(minutes=1)
+# The outbox task that queues claimed runs (``apps.jobs.tasks.dispatch_runs``). The outbox
+# relays at least once, but a message that was sent repeats only after the outbox's claim
+# lease (its relay died before deleting it), by when this occurrence's LEASE has run out and
+# ``run_claimed`` refuses it: a repeat never runs a job twice concurrently
+# (tests/jobs/test_scheduler.py checks the two leases' order). A send that failed outright
+# sent nothing, so its quick retry repeats nothing.
+DISPATCH_TASK = "jobs.dispatch_runs"
 
 
 class Claim(TypedDict):
@@ -126,7 +136,7 @@ class JobManager(Actor):
     def alarm(self) -> None:
         claims = self._claim_due()
         if claims:
-            transaction.on_commit(lambda: _dispatch(self.user_id, claims))
+            self._dispatch(claims)
 
     def _claim_due(self) -> list[Claim]:
         now = timezone.now()
@@ -230,7 +240,15 @@ class JobManager(Actor):
             return
         claim = self._claim(job, now)
         if claim is not None:
-            transaction.on_commit(lambda: _dispatch(self.user_id, [claim]))
+            self._dispatch([claim])
+
+    def _dispatch(self, claims: list[Claim]) -> None:
+        """Queue the claimed runs through the outbox, committed with the claims."""
+        outbox.enqueue(
+            DISPATCH_TASK,
+            {"user_id": self.user_id, "claims": claims},
+            key=f"jobs.dispatch:{self.user_id}:{claims[0]['claim_token']}",
+        )
 
     def _write_records(
         self, job_id: str, job: Job | None, scheduled_for: datetime | None, outcome: Outcome
@@ -317,14 +335,3 @@ class JobManager(Actor):
 
 def _scheduler_killed() -> bool:
     return JobsWorkerState.objects.filter(key=KILL_SWITCH_KEY, value="on").exists()
-
-
-def _dispatch(user_id: str, claims: list[Claim]) -> None:
-    from apps.jobs.tasks import run_job
-
-    for claim in claims:
-        try:
-            run_job.apply_async((user_id, claim["job_id"], claim["claim_token"]))
-        except Exception:
-            # The lease expires and the next alarm reclaims the job: nothing is lost.
-            log.exception("could not queue job run; its lease will expire and retry")

@@ -101,6 +101,23 @@ def _failed(
     }
 
 
+def send_runs(user_id: str, claims: list[dict[str, str]]) -> None:
+    """Queue one ``jobs.run_job`` per claim. A claim whose send fails is left to its lease
+    (the next alarm reclaims it); if none could be sent the broker is down, and raising lets
+    the outbox retry them all soon — nothing went out, so a retry duplicates nothing."""
+    from apps.jobs.tasks import run_job  # tasks imports this module
+
+    sent = 0
+    for claim in claims:
+        try:
+            run_job.apply_async((user_id, claim["job_id"], claim["claim_token"]))
+            sent += 1
+        except Exception:
+            log.exception("could not queue job run; its lease will expire and retry")
+    if claims and not sent:
+        raise RuntimeError("no claimed job run could be queued")
+
+
 WAKE_BATCH = 500
 
 
