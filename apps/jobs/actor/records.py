@@ -4,9 +4,17 @@ RunLog owns these tables, but JobManager runs in the same schema under the same 
 lock, so it writes a job's run record and the job's new schedule in ONE transaction (the
 original needed two Durable Objects and could lose either half). Only actor methods call this.
 
-Self-pruning: every ``PRUNE_EVERY`` finishes, runs older than ``RUN_RETENTION`` or beyond the
-newest ``MAX_RUNS`` are deleted with their log lines; terminal ledger rows and terminal
-workflow projections older than 90 days go in the same pass.
+Self-pruning: every ``PRUNE_EVERY`` finishes (a run, a workflow or an invocation reaching a
+terminal state), runs older than ``RUN_RETENTION`` or beyond the newest ``MAX_RUNS`` are
+deleted with their log lines; ledger rows and terminal workflow projections older than 90 days
+go in the same pass. Job observability, package run successes and activation milestones are
+one row per job, package or milestone and are never pruned (seed 000).
+
+A successful run of a package counts toward that package's ``package_run_successes`` and
+reaches the user's activation milestones: ``package_run_succeeded`` at the first successful
+package run of any kind, ``package_activated`` at the first one that ran without the user
+pressing a button (``AUTONOMOUS_SURFACES``: a job, workflow, webhook, subscription or service
+ran it). A milestone keeps the time and package it was first reached with.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ WORKFLOW_RETENTION = timedelta(days=90)
 PRUNE_EVERY = 32
 MAX_MESSAGE = 4000
 TERMINAL_WORKFLOW = ("success", "error", "cancelled")
+AUTONOMOUS_SURFACES = ("job", "workflow", "webhook", "subscription", "service")
 
 RUN_FIELDS = (
     "surface",
@@ -102,8 +111,10 @@ def record_run(run: dict[str, Any], lines: list[dict[str, Any]] | None = None) -
     )
     if row.job_id and row.surface == "job" and row.status != "running":
         _observe_job(row)
+    if row.package_id and row.status == "success":
+        _observe_package(row)
     if row.status != "running":
-        _count_finish()
+        count_finish()
     return row.id
 
 
@@ -149,7 +160,26 @@ def _observe_job(run: m.Run) -> None:
         )
 
 
-def _count_finish() -> None:
+def _observe_package(run: m.Run) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO package_run_successes (package_id, success_count) VALUES (%s, 1)"
+            " ON CONFLICT (package_id) DO UPDATE"
+            " SET success_count = package_run_successes.success_count + 1",
+            [run.package_id],
+        )
+        reached = ["package_run_succeeded"]
+        if run.surface in AUTONOMOUS_SURFACES:
+            reached.append("package_activated")
+        for milestone in reached:
+            cursor.execute(
+                "INSERT INTO activation_milestones (milestone, reached_at, package_id)"
+                " VALUES (%s, %s, %s) ON CONFLICT (milestone) DO NOTHING",
+                [milestone, run.finished_at or run.started_at, run.package_id],
+            )
+
+
+def count_finish() -> None:
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO run_log_meta (key, value) VALUES ('finishes_since_retention', 1)"
@@ -161,7 +191,8 @@ def _count_finish() -> None:
 
 
 def prune(now: datetime | None = None) -> dict[str, int]:
-    """Apply the run, ledger and workflow windows; resets the finish counter."""
+    """Apply the run, ledger and workflow windows; resets the finish counter. A ledger row is
+    kept 90 days whatever its status: one still pending that long was abandoned."""
     now = now or timezone.now()
     deleted = {"runs": 0, "ledger": 0, "workflows": 0}
     with connection.cursor() as cursor:
@@ -176,11 +207,9 @@ def prune(now: datetime | None = None) -> dict[str, int]:
         )
         deleted["runs"] = cursor.fetchone()[0]
         cursor.execute("UPDATE run_log_meta SET value = 0 WHERE key = 'finishes_since_retention'")
-    deleted["ledger"] = (
-        m.PackageInvocationLedger.objects.filter(created_at__lt=now - LEDGER_RETENTION)
-        .exclude(status="pending")
-        .delete()[0]
-    )
+    deleted["ledger"] = m.PackageInvocationLedger.objects.filter(
+        created_at__lt=now - LEDGER_RETENTION
+    ).delete()[0]
     deleted["workflows"] = m.WorkflowProjection.objects.filter(
         status__in=TERMINAL_WORKFLOW, completed_at__lt=now - WORKFLOW_RETENTION
     ).delete()[0]

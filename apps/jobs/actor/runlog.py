@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Count
@@ -17,9 +18,15 @@ from django.utils import timezone
 from apps.jobs.actor import models as m
 from apps.jobs.actor import records
 from kody.actors import Actor, deletion_safe
+from kody.fields import new_id
 
 RUN_LOG_VERSION = 10  # the original's RunLog schema version these tables implement
 ACTIVE_WORKFLOW = ("queued", "running")
+WORKFLOW_NEXT = {
+    "queued": ("running", "success", "error", "cancelled"),
+    "running": ("success", "error", "cancelled"),
+}
+LEDGER_STATUSES = ("pending", "success", "error")
 TRIAGE = ("none", "investigating", "expected", "fixed", "ignored")
 EXPORT_PHASES = ("runs", "ledger", "workflows", "jobs", "packages", "milestones")
 
@@ -93,13 +100,104 @@ class RunLog(Actor):
         return [_workflow_json(w) for w in rows.order_by("-run_at", "-id")[:limit]]
 
     def cancel_workflow(self, workflow_id: str) -> dict[str, Any] | None:
+        return self.move_workflow(workflow_id, "cancelled")
+
+    def start_workflow(self, workflow: dict[str, Any], limit: int) -> dict[str, Any]:
+        """Project a queued workflow unless ``limit`` are active already (counted here, by the
+        single writer, so two starts cannot both take the last slot). A start repeating an
+        ``idempotency_key`` gets the first one's projection back."""
+        key = workflow.get("idempotency_key")
+        if key:
+            found = m.WorkflowProjection.objects.filter(idempotency_key=key).first()
+            if found is not None:
+                return {"started": False, "workflow": _workflow_json(found)}
+        active = self.concurrent_workflows()
+        if active >= limit:
+            return {"started": False, "workflow": None, "active": active}
+        row = m.WorkflowProjection(
+            id=new_id(),
+            status="queued",
+            run_at=datetime.fromisoformat(workflow.get("run_at") or timezone.now().isoformat()),
+            **{k: workflow.get(k) for k in WORKFLOW_FIELDS},
+        )
+        row.save(force_insert=True)
+        return {"started": True, "workflow": _workflow_json(row)}
+
+    def move_workflow(
+        self, workflow_id: str, status: str, error: str | None = None
+    ) -> dict[str, Any] | None:
+        """queued -> running -> success | error | cancelled; a terminal projection stays as it
+        is (a late report of a cancelled workflow changes nothing)."""
         row = m.WorkflowProjection.objects.filter(id=workflow_id).first()
         if row is None:
             return None
-        if row.status in ACTIVE_WORKFLOW:
-            row.status, row.completed_at = "cancelled", timezone.now()
-            row.save(update_fields=["status", "completed_at"])
+        if status in WORKFLOW_NEXT.get(row.status, ()):
+            row.status = status
+            row.last_error = error[: records.MAX_MESSAGE] if error else row.last_error
+            if status in records.TERMINAL_WORKFLOW:
+                row.completed_at = timezone.now()
+                records.count_finish()
+            row.save(update_fields=["status", "last_error", "completed_at"])
         return _workflow_json(row)
+
+    # --- the package-invocation ledger (keyed replay, 90 days) ---------------------------
+
+    def begin_invocation(
+        self, key: dict[str, str], request_hash: str, labels: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Claim a keyed invocation. ``new``: run it, then ``finish_invocation``; ``replay``:
+        answer with the stored response; ``in_progress``: the first is still running;
+        ``mismatch``: the key was used with a different request."""
+        row = m.PackageInvocationLedger.objects.filter(**_ledger_key(key)).first()
+        if row is None:
+            row = m.PackageInvocationLedger(
+                id=new_id(),
+                request_hash=request_hash,
+                status="pending",
+                # The app clock, as the prune that reads it uses (not the database's Now()).
+                created_at=timezone.now(),
+                updated_at=timezone.now(),
+                **_ledger_key(key),
+                **{k: labels.get(k) for k in ("package_kody_id", "source", "topic")},
+            )
+            row.save(force_insert=True)
+            return {"outcome": "new", "id": row.id}
+        if row.request_hash != request_hash:
+            return {"outcome": "mismatch", "id": row.id}
+        if row.status == "pending":
+            return {"outcome": "in_progress", "id": row.id}
+        return {
+            "outcome": "replay",
+            "id": row.id,
+            "status": row.status,
+            "response": row.response_json,
+        }
+
+    def finish_invocation(self, invocation_id: str, status: str, response: Any) -> bool:
+        """Store a pending invocation's outcome once; a second report changes nothing."""
+        if status not in LEDGER_STATUSES[1:]:
+            raise ValueError("an invocation finishes as success or error")
+        done = (
+            m.PackageInvocationLedger.objects.filter(id=invocation_id, status="pending").update(
+                status=status, response_json=response, updated_at=timezone.now()
+            )
+            == 1
+        )
+        if done:
+            records.count_finish()
+        return done
+
+    def activation(self) -> dict[str, Any]:
+        """Milestones and per-package success counts: content-free, for insights and export."""
+        return {
+            "milestones": {
+                r.milestone: {"reachedAt": r.reached_at.isoformat(), "packageId": r.package_id}
+                for r in m.ActivationMilestone.objects.all()
+            },
+            "packageRunSuccesses": dict(
+                m.PackageRunSuccess.objects.values_list("package_id", "success_count")
+            ),
+        }
 
     def job_observability(self, job_ids: list[str]) -> dict[str, dict[str, Any]]:
         rows = m.JobRunObservability.objects.filter(job_id__in=job_ids)
@@ -152,6 +250,24 @@ class RunLog(Actor):
         ):
             deleted[model._meta.db_table] = model.objects.all().delete()[0]
         return {"deleted": deleted}
+
+
+WORKFLOW_FIELDS = (
+    "binding_name",
+    "source_type",
+    "package_id",
+    "kody_id",
+    "source_id",
+    "workflow_name",
+    "export_name",
+    "idempotency_key",
+    "plan_date",
+)
+LEDGER_KEY = ("token_id", "package_id", "export_name", "idempotency_key")
+
+
+def _ledger_key(key: dict[str, str]) -> dict[str, str]:
+    return {k: key[k] for k in LEDGER_KEY}
 
 
 _PHASE_MODELS: dict[str, tuple[Any, str]] = {
