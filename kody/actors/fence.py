@@ -83,17 +83,34 @@ def holding(fence: Fence) -> Iterator[None]:
 def check(using: str = DEFAULT_DB_ALIAS) -> None:
     """Inside a transaction, just before COMMIT: raise FenceLost unless this consumer's epoch
     is still the shard's. A no-op outside a shard consumer (inline calls)."""
+    statement = check_statement()
+    if statement is None:
+        return
+    with connections[using].cursor() as cursor:
+        cursor.execute(*statement)
+        verify(cursor.fetchall())
+
+
+def check_statement() -> tuple[str, list[int]] | None:
+    """The fence check as a statement, to send in the same round trip as the batch's last
+    writes (``kody.actors.runtime``); pass its rows to :func:`verify`. None outside a shard
+    consumer."""
+    fence = _current.get()
+    if fence is None:
+        return None
+    return (
+        "SELECT epoch FROM kody_actor_shard_epochs WHERE shard = %s FOR UPDATE",
+        [fence.shard],
+    )
+
+
+def verify(rows: list[tuple]) -> None:
+    """Raise FenceLost unless ``rows`` (from :func:`check_statement`) hold this epoch."""
     fence = _current.get()
     if fence is None:
         return
-    with connections[using].cursor() as cursor:
-        cursor.execute(
-            "SELECT epoch FROM kody_actor_shard_epochs WHERE shard = %s FOR UPDATE",
-            [fence.shard],
-        )
-        row = cursor.fetchone()
-    if row is None or row[0] != fence.epoch:
-        found = None if row is None else row[0]
+    found = rows[0][0] if rows else None
+    if found != fence.epoch:
         raise FenceLost(f"shard {fence.shard}: epoch {fence.epoch} superseded by {found}")
 
 

@@ -51,7 +51,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
-from django.db.backends.utils import CursorWrapper
 from django.db.utils import ProgrammingError
 
 from kody.actors import fence
@@ -60,8 +59,9 @@ from kody.actors.errors import ActorUnavailable, LockOrderRefused, OwnerMismatch
 from kody.actors.wire import Call, Outcome
 from kody.errors import AccountDeleting
 from kody.userschema.accounts import NoLiveAccount
+from kody.userschema.naming import quoted
 from kody.userschema.schemas import REGISTRY, ensure_schema, known
-from kody.userschema.scope import user_schema_scope
+from kody.userschema.scope import Statement, pipelined, user_schema_scope
 
 log = logging.getLogger("kody.actors")
 
@@ -147,10 +147,14 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
     running = None
     try:
         with transaction.atomic(using=using):
+            writes: list[Statement] = []
             for running in batched:
-                results[running] = _in_transaction(groups[running], using, savepoints=False)
-            running = None  # past the users: a failure now is the fence's or the COMMIT's
-            fence.check(using)
+                results[running], pending = _in_transaction(
+                    groups[running], using, savepoints=False
+                )
+                writes += pending
+            running = None  # past the users: a failure now is the records', fence's or COMMIT's
+            _finish(writes, using)
     except Exception as exc:
         if _fatal(exc, using):
             raise
@@ -162,12 +166,14 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
             batched.remove(running)
         try:
             with transaction.atomic(using=using):
+                writes = []
                 for index in batched:
                     try:
-                        results[index] = _guarded(groups[index], using)
+                        results[index], pending = _guarded(groups[index], using)
+                        writes += pending
                     except _RunAlone:
                         pass  # rolled back to its savepoint; runs alone after the commit
-                fence.check(using)
+                _finish(writes, using)
         except Exception as exc:  # the batch's COMMIT itself failed: every user on its own
             if _fatal(exc, using):
                 raise
@@ -179,8 +185,9 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
     return [outcomes for outcomes in results if outcomes is not None]
 
 
-def _guarded(group: _Group, using: str) -> list[Outcome]:
-    """One user inside the batch transaction, behind its own savepoint."""
+def _guarded(group: _Group, using: str) -> tuple[list[Outcome], list[Statement]]:
+    """One user inside the batch transaction, behind its own savepoint; its outcomes and the
+    writes (call records) that go out with the batch's fence check."""
     for savepoints in (False, True):
         try:
             with transaction.atomic(using=using):
@@ -188,12 +195,12 @@ def _guarded(group: _Group, using: str) -> list[Outcome]:
         except _MethodRaised:
             continue  # rolled back to the user's savepoint; rerun with one per call
         except _REFUSED as exc:
-            return _refuse(group, exc)
+            return _refuse(group, exc), []
         except Exception as exc:
             if isinstance(exc, DatabaseError) and not _usable(using):
                 raise
             if _timeout_reason(exc):
-                return _refuse(group, _typed(exc))
+                return _refuse(group, _typed(exc)), []
             raise _RunAlone from exc
     raise AssertionError("with savepoints per call a method cannot raise out of its group")
 
@@ -280,14 +287,29 @@ def _usable(using: str) -> bool:
 
 def _transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outcome]:
     with transaction.atomic(using=using):
-        outcomes = _in_transaction(group, using, savepoints=savepoints)
-        fence.check(using)
+        outcomes, writes = _in_transaction(group, using, savepoints=savepoints)
+        _finish(writes, using)
         return outcomes
 
 
-def _in_transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outcome]:
-    """One user's calls inside an open transaction (or savepoint) that the caller commits."""
-    connection = connections[using]
+def _finish(writes: list[Statement], using: str) -> None:
+    """Just before COMMIT: the call records of every user in the transaction and the fence
+    check, in one round trip (pipeline mode) instead of one per user plus one."""
+    check = fence.check_statement()
+    statements = [*writes, check] if check is not None else writes
+    if not statements:
+        return
+    rows = pipelined(connections[using], statements)
+    if check is not None:
+        fence.verify(rows[-1])
+
+
+def _in_transaction(
+    group: _Group, using: str, *, savepoints: bool
+) -> tuple[list[Outcome], list[Statement]]:
+    """One user's calls inside an open transaction (or savepoint) that the caller commits:
+    their outcomes, and the statements recording them (schema-qualified, so they can go out
+    after other users' calls, with the batch's fence check: ``_finish``)."""
     prelude = [
         ("SELECT owner_id FROM actor_owner WHERE id = 1 FOR UPDATE", ()),
         (
@@ -318,10 +340,7 @@ def _in_transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outc
                 if outcome.recordable:
                     fresh.append((call, outcome))
             results.append(outcome)
-        with connection.cursor() as cursor:
-            _record(cursor, fresh)
-            _maybe_prune(cursor, group.user_id)
-    return results
+    return results, _record_statements(group, fresh)
 
 
 def _invoke(call: Call, using: str, *, savepoints: bool, restricted: bool = False) -> Outcome:
@@ -353,18 +372,27 @@ def _invoke(call: Call, using: str, *, savepoints: bool, restricted: bool = Fals
         return Outcome.failure(exc)
 
 
-def _record(cursor: CursorWrapper, fresh: list[tuple[Call, Outcome]]) -> None:
-    if not fresh:
-        return
-    rows = ", ".join(["(%s, %s, %s, %s::jsonb, now())"] * len(fresh))
-    params: list[str] = []
-    for call, outcome in fresh:
-        params += [call.id, call.actor, call.method, outcome.text]
-    cursor.execute(
-        f"INSERT INTO actor_calls (id, actor, method, outcome, created_at) VALUES {rows}"
-        " ON CONFLICT (id) DO NOTHING",
-        params,
-    )
+def _record_statements(group: _Group, fresh: list[tuple[Call, Outcome]]) -> list[Statement]:
+    """One multi-row insert of the user's new call records, and now and then the prune."""
+    table = f"{quoted(group.schema)}.actor_calls"
+    statements: list[Statement] = []
+    if fresh:
+        rows = ", ".join(["(%s, %s, %s, %s::jsonb, now())"] * len(fresh))
+        params: list[str] = []
+        for call, outcome in fresh:
+            params += [call.id, call.actor, call.method, outcome.text]
+        statements.append(
+            (
+                f"INSERT INTO {table} (id, actor, method, outcome, created_at) VALUES {rows}"
+                " ON CONFLICT (id) DO NOTHING",
+                params,
+            )
+        )
+    if _prune_clock.due(group.user_id):
+        statements.append(
+            (f"DELETE FROM {table} WHERE created_at < now() - %s", [CALL_RECORD_RETENTION])
+        )
+    return statements
 
 
 class _PruneClock:
@@ -389,10 +417,3 @@ class _PruneClock:
 
 
 _prune_clock = _PruneClock()
-
-
-def _maybe_prune(cursor: CursorWrapper, user_id: str) -> None:
-    if _prune_clock.due(user_id):
-        cursor.execute(
-            "DELETE FROM actor_calls WHERE created_at < now() - %s", [CALL_RECORD_RETENTION]
-        )

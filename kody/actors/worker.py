@@ -15,7 +15,8 @@ has exactly one writer, concurrency 1). A thread:
    and a lone caller never waits for one to fill;
 4. runs them through ``kody.actors.runtime.execute`` (one transaction for the whole batch,
    a savepoint per user when something fails; the fence is checked before COMMIT), then, after
-   the COMMIT, pushes every reply and deletes the in-flight list in one script.
+   the COMMIT, pushes every reply, deletes the in-flight list and takes the next batch in one
+   script (one round trip between batches under load).
 
 Every Redis step that touches the shard (take, replay, answer-and-delete, renew, release) is
 a Lua script that first checks the lease still holds this thread's token and the epoch key
@@ -84,16 +85,23 @@ return taken
 # KEYS[3] in-flight, oldest last.
 _REPLAY = _FENCED + "return redis.call('LRANGE', KEYS[3], 0, -1)"
 
-# KEYS[3] in-flight, KEYS[4..] reply keys; ARGV[3] reply ttl, ARGV[4..] reply texts.
+# Answer a batch and take the next in one round trip. KEYS[3] in-flight, KEYS[4] queue,
+# KEYS[5..] reply keys; ARGV[3] reply ttl, ARGV[4] most to take next, ARGV[5..] reply texts.
 _ANSWER = (
     _FENCED
     + """
-for i = 4, #KEYS do
+for i = 5, #KEYS do
   redis.call('RPUSH', KEYS[i], ARGV[i])
   redis.call('EXPIRE', KEYS[i], ARGV[3])
 end
 redis.call('DEL', KEYS[3])
-return 1
+local taken = {}
+for i = 1, tonumber(ARGV[4]) do
+  local item = redis.call('LMOVE', KEYS[4], KEYS[3], 'RIGHT', 'LEFT')
+  if not item then break end
+  taken[#taken + 1] = item
+end
+return taken
 """
 )
 
@@ -255,15 +263,15 @@ class ShardConsumer(threading.Thread):
         pending = [bytes(item) for item in reversed(pending)]
         if pending:
             log.info("shard %s: resuming %d in-flight call(s)", self.shard, len(pending))
-        while not self.stopping.is_set() and not self.lost.is_set():
+        # A batch already taken is finished even when stopping (its answer takes no more).
+        while not self.lost.is_set() and (pending or not self.stopping.is_set()):
             if not pending:
                 taken = self._take(epoch)
                 if taken is None:
                     return
                 pending = taken
             if pending:
-                self._process(pending, epoch)
-                pending = []
+                pending = self._process(pending, epoch)
 
     def _take(self, epoch: int) -> list[bytes] | None:
         taken = self._fenced("take", [self.queue, self.inflight], [self.batch_size], epoch)
@@ -277,7 +285,8 @@ class ShardConsumer(threading.Thread):
         self.redis.blmove(self.queue, self.queue, BLOCK_SECONDS, "RIGHT", "RIGHT")
         return []
 
-    def _process(self, raw: list[bytes], epoch: int) -> None:
+    def _process(self, raw: list[bytes], epoch: int) -> list[bytes]:
+        """Run a batch, then answer it and take the next one (returned) in one script."""
         from kody.actors.fence import FenceLost
         from kody.actors.runtime import execute
         from kody.actors.transport import REPLY_TTL_SECONDS, reply_key
@@ -295,11 +304,13 @@ class ShardConsumer(threading.Thread):
             if call.reply:
                 keys.append(reply_key(self.shard, call.id))
                 texts.append(outcome.text)
-        answered = self._fenced(
-            "answer", [self.inflight, *keys], [REPLY_TTL_SECONDS, *texts], epoch
+        most = 0 if self.stopping.is_set() else self.batch_size
+        taken = self._fenced(
+            "answer", [self.inflight, self.queue, *keys], [REPLY_TTL_SECONDS, most, *texts], epoch
         )
-        if answered is None:
+        if taken is None:
             raise FenceLost(f"shard {self.shard}: epoch {epoch} lost before answering")
+        return list(taken)
 
     def _execute_until_done(self, execute: Any, calls: list[Any]) -> list[Any]:
         from django.db import DatabaseError, connections

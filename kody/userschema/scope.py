@@ -12,7 +12,8 @@ the caller's values back too.
 
 ``then`` statements go out in the same round trip as the ``SET LOCAL`` (psycopg pipeline
 mode) and their rows are yielded. The actor runtime sends its owner-row lock and call-record
-lookup this way: four round trips (BEGIN, SET, lock, lookup) become one.
+lookup this way: four round trips (BEGIN, SET, lock, lookup) become one. ``search_path`` and
+the timeouts are one statement (``set_config(..., true)``, which is ``SET LOCAL``).
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.transaction import TransactionManagementError
 
-from kody.userschema.naming import quoted
+from kody.userschema.naming import checked
 
 Statement = tuple[str, Sequence[Any]]
 
 
-def _pipelined(
+def pipelined(
     connection: BaseDatabaseWrapper, statements: Sequence[Statement]
 ) -> list[list[tuple]]:
+    """Run ``statements`` in one round trip (psycopg pipeline mode); each one's rows."""
     connection.ensure_connection()
     raw = connection.connection
     with connection.wrap_database_errors:
@@ -58,16 +60,17 @@ def user_schema_scope(
     statements: list[Statement] = []
     if nested:
         statements.append((f"SELECT {', '.join(map(_current, _SETTINGS))}", ()))
-    statements.append((f"SET LOCAL search_path TO {quoted(schema)}, public", ()))
+    # set_config(..., true) is SET LOCAL; one statement sets the path and the timeouts.
+    configs = ["set_config('search_path', %s, true)"]
+    params = [f"{checked(schema)}, public"]  # u_ + hex: needs no quotes
     if timeouts is not None:
-        statements.append(
-            (
-                "SELECT set_config('lock_timeout', %s, true),"
-                " set_config('statement_timeout', %s, true)",
-                [f"{int(timeouts[0])}ms", f"{int(timeouts[1])}ms"],
-            )
-        )
-    results = _pipelined(connection, [*statements, *then])
+        configs += [
+            "set_config('lock_timeout', %s, true)",
+            "set_config('statement_timeout', %s, true)",
+        ]
+        params += [f"{int(timeouts[0])}ms", f"{int(timeouts[1])}ms"]
+    statements.append((f"SELECT {', '.join(configs)}", params))
+    results = pipelined(connection, [*statements, *then])
     yield results[len(statements) :]
     if nested and not connection.needs_rollback:
         with connection.cursor() as cursor:

@@ -97,7 +97,7 @@ def test_a_consumer_that_lost_its_lease_cannot_take_answer_or_delete(settings, o
         reply = transport.reply_key(SPARE_SHARD, "c1")
         assert old._take(old_epoch) is None
         assert old._fenced("replay", [inflight], [], old_epoch) is None
-        assert old._fenced("answer", [inflight, reply], [60, "{}"], old_epoch) is None
+        assert old._fenced("answer", [inflight, queue, reply], [60, 5, "{}"], old_epoch) is None
         assert old._fenced("renew", [], [1000], old_epoch) is None
         assert client.exists(reply) == 0
         assert client.lrange(queue, 0, -1) == [b"third"]
