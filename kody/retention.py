@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger("kody.retention")
 
@@ -79,6 +80,16 @@ def run_policies(
     return progress
 
 
+def prune_oldest(rows: Any, order_by: str, batch: int) -> int:
+    """Delete the first ``batch`` of ``rows`` (a queryset already filtered to what is past its
+    window) in ``order_by`` order; returns how many went. Ids first, then one delete, so the
+    delete is bounded whatever the filter matches."""
+    ids = list(rows.order_by(order_by).values_list("pk", flat=True)[:batch])
+    if not ids:
+        return 0
+    return int(rows.model.objects.filter(pk__in=ids).delete()[0])
+
+
 # --- the manifest ---------------------------------------------------------------------------
 # Seed 000's growth-pattern tables in ``public`` (per-user actor tables prune themselves inside
 # their actors). Each is in exactly one of the three maps below.
@@ -92,6 +103,9 @@ POLICIES: dict[str, str] = {
     "usage_events": "entitlements_retention",
     "usage_rollups": "entitlements_retention",
     "mcp_memory_conversation_suppressions": "packages_retention",
+    "agent_package_conversation_uses": "packages_retention",
+    "feature_flag_exposure_rollups": "accounts_retention",
+    "platform_feedback": "accounts_retention",
     "system_email_messages": "system_email_retention",
     "system_email_delivery_events": "system_email_retention",
     "system_email_daily_counters": "system_email_retention",
@@ -111,9 +125,6 @@ EXEMPT: dict[str, str] = {
 # table -> the lane the seed names that nobody has built yet (an open gap, not an exemption)
 PENDING: dict[str, str] = {
     "published_bundle_artifacts": "retention (30 days, not current, no active session)",
-    "feature_flag_exposure_rollups": "retention (90 days by day key)",
-    "platform_feedback": "retention (terminal rows 365 days after updated_at)",
-    "agent_package_conversation_uses": "retention (180 days by last_used_at)",
 }
 
 GROWING_TABLES: tuple[str, ...] = tuple(sorted({*POLICIES, *EXEMPT, *PENDING}))

@@ -2,18 +2,42 @@
 
 from __future__ import annotations
 
-from apps.accounts.services import audit
+from apps.accounts.services import audit, retention
 from kody.lanes import Cadence, LaneRun, lane
+from kody.retention import Policy, run_policies
 
 
 @lane("audit_retention", cadence=Cadence.HOURLY, budget_seconds=60, batch_size=1000)
 def audit_retention(run: LaneRun) -> None:
     """Drop audit_events older than 180 days, oldest first, in bounded batches."""
-    while not run.out_of_time():
-        deleted = audit.prune_expired(run.batch_size)
-        run.record(deleted)
-        if deleted < run.batch_size:
-            break
+    run_policies(
+        "audit_retention",
+        [Policy("audit_events", audit.prune_expired, run.batch_size, "180 days")],
+        record=run.record,
+    )
+
+
+@lane("accounts_retention", cadence=Cadence.HOURLY, budget_seconds=60, batch_size=1000)
+def accounts_retention(run: LaneRun) -> None:
+    """Feature-flag exposure rollups (90 days by day) and terminal feedback (365 days)."""
+    run_policies(
+        "accounts_retention",
+        [
+            Policy(
+                "feature_flag_exposure_rollups",
+                retention.prune_flag_exposures,
+                run.batch_size,
+                "90 days by day",
+            ),
+            Policy(
+                "platform_feedback",
+                retention.prune_feedback,
+                run.batch_size,
+                "terminal rows 365 days after updated_at",
+            ),
+        ],
+        record=run.record,
+    )
 
 
 @lane("account_deletion_resume", cadence=Cadence.EVERY_TICK, budget_seconds=120, batch_size=10)

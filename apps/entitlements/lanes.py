@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from apps.entitlements.services import billing, reconcile, storage, usage
 from kody.lanes import Cadence, LaneRun, lane
+from kody.retention import Policy, run_policies
 
 log = logging.getLogger(__name__)
 
@@ -44,17 +45,17 @@ def usage_aggregation(run: LaneRun) -> None:
 @lane("entitlements_retention", cadence=Cadence.HOURLY, budget_seconds=60, batch_size=2000)
 def entitlements_retention(run: LaneRun) -> None:
     """Round-robin: each table gets one batch per pass until all are drained or time is up."""
-    prunes = {
-        "stripe_webhook_events": lambda: billing.prune_webhook_events(batch=run.batch_size),
-        "usage_events": lambda: usage.prune_usage_events(batch=run.batch_size),
-        "usage_rollups": lambda: usage.prune_rollups(batch=run.batch_size),
-    }
-    pending = list(prunes)
-    while pending:
-        for name in list(pending):
-            deleted = prunes[name]()
-            run.record(deleted)
-            if deleted < run.batch_size:
-                pending.remove(name)
-        if run.out_of_time():
-            break
+    run_policies(
+        "entitlements_retention",
+        [
+            Policy(
+                "stripe_webhook_events",
+                lambda n: billing.prune_webhook_events(batch=n),
+                run.batch_size,
+                "30 days",
+            ),
+            Policy("usage_events", lambda n: usage.prune_usage_events(batch=n), run.batch_size),
+            Policy("usage_rollups", lambda n: usage.prune_rollups(batch=n), run.batch_size),
+        ],
+        record=run.record,
+    )

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
-from apps.packages.services import memories
+from apps.packages.services import memories, retention
 from kody.lanes import Cadence, LaneRun, lane
+from kody.retention import Policy, run_policies
 
 
 @lane("packages_retention", cadence=Cadence.HOURLY, budget_seconds=60, batch_size=1000)
 def packages_retention(run: LaneRun) -> None:
-    """Memory conversation suppressions: expired and unseen for 90 days (seed 000)."""
-    while not run.out_of_time():
-        deleted = memories.prune_suppressions(batch=run.batch_size)
-        run.record(deleted)
-        if deleted < run.batch_size:
-            break
+    """Memory conversation suppressions expired and unseen for 90 days; conversation uses
+    180 days after the last (seed 000)."""
+    run_policies(
+        "packages_retention",
+        [
+            Policy(
+                "mcp_memory_conversation_suppressions",
+                lambda n: memories.prune_suppressions(batch=n),
+                run.batch_size,
+                "90 days unseen and expired",
+            ),
+            Policy(
+                "agent_package_conversation_uses",
+                retention.prune_conversation_uses,
+                run.batch_size,
+                "180 days by last_used_at",
+            ),
+        ],
+        record=run.record,
+    )

@@ -11,6 +11,8 @@ from django.utils import timezone
 from factory.django import DjangoModelFactory, Password
 
 from apps.accounts.models import AccessToken, EmailClaimStatus, User, UserEmailClaim
+from apps.accounts.models.feedback import FeedbackCategory, PlatformFeedback
+from apps.accounts.models.flags import FeatureFlagExposureRollup
 from apps.accounts.models.users import stable_user_id_for
 from apps.accounts.services.tokens import DISPLAY_CHARS, PAT_PREFIX, SECRET_BYTES, hash_secret
 
@@ -68,3 +70,31 @@ class AccessTokenFactory(DjangoModelFactory):
         token = super()._create(model_class, *args, **kwargs)
         token.raw = raw  # type: ignore[attr-defined]
         return token
+
+
+class FeatureFlagExposureRollupFactory(DjangoModelFactory):
+    """One person's exposures to one flag on one day."""
+
+    class Meta:
+        model = FeatureFlagExposureRollup
+
+    flag_key = factory.Sequence(lambda n: f"flag-{n}")
+    user_id = factory.LazyFunction(lambda: UserFactory().stable_user_id)
+    day = factory.LazyFunction(lambda: timezone.now().date())
+    enabled = True
+    source = "default"
+    exposure_count = 1
+
+
+class PlatformFeedbackFactory(DjangoModelFactory):
+    """Open feedback from a person; ``status=`` and ``updated_at=`` move it along."""
+
+    class Meta:
+        model = PlatformFeedback
+
+    submitter_user_id = factory.LazyFunction(lambda: UserFactory().stable_user_id)
+    category = FeedbackCategory.BUG
+    summary = "It broke"
+    details = "Steps to reproduce."
+    submitter_username = factory.Sequence(lambda n: f"person{n}")
+    submitter_email = factory.LazyAttribute(lambda f: f"{f.submitter_username}@example.com")

@@ -38,3 +38,22 @@ def test_retention_keeps_active_and_recent_suppressions(owner, outsider):
     left = set(McpMemoryConversationSuppression.objects.values_list("pk", flat=True))
     assert left == {recent.pk, active.pk}
     assert old.pk not in left and other_old.pk not in left
+
+
+def test_conversation_uses_are_kept_180_days_after_the_last_use(owner, outsider):
+    from apps.packages.models import AgentPackageConversationUse
+    from tests.packages.factories import AgentPackageConversationUseFactory
+
+    now = timezone.now()
+    old = AgentPackageConversationUseFactory(
+        user_id=owner.stable_user_id, conversation_id="old", last_used_at=now - timedelta(days=181)
+    )
+    recent = AgentPackageConversationUseFactory(
+        user_id=owner.stable_user_id, conversation_id="new", last_used_at=now - timedelta(days=179)
+    )
+    theirs = AgentPackageConversationUseFactory(
+        user_id=outsider.stable_user_id, last_used_at=now - timedelta(days=400)
+    )
+    run_lane("packages_retention")
+    left = set(AgentPackageConversationUse.objects.values_list("pk", flat=True))
+    assert left == {recent.pk} and old.pk not in left and theirs.pk not in left
