@@ -1,64 +1,75 @@
-"""The README, literally: ``KODY_PORT=<port> manage.py up``, the create-operator line it prints,
-the operator signs in to /admin/ and sees models; a person signs up, follows the mailed link
-(on the port ``up`` serves), signs in, mints a token and calls ``/api/v1/`` and ``/mcp``.
+"""The README, literally, on a machine of its own: ``KODY_PORT=<port> ./scripts/up`` in a fresh
+``KODY_VAR_DIR`` (its own embedded Postgres and Redis, so nothing touches the test databases),
+the create-operator line it prints, the operator signs in to /admin/ and sees models; a person
+signs up in the browser, follows the mailed link (on the port ``up`` serves), mints a token at
+/account/connections and calls ``/api/v1/`` and ``/mcp`` with the official MCP SDK client.
 
-``up`` runs against this run's test databases (as test_mcp_live does), so no second embedded
-Postgres is initialised; it runs the web process only, with actors inline, to keep the run
-short — test_command_one covers the workers. Mail goes to the console backend, i.e. ``up``'s
-output, which is where the links are read from.
+Web, the shard workers and beat run exactly as ``up`` starts them: no inline actors, so every
+page that reads a person's own state goes through the real queue. Development mail goes to the
+console backend, i.e. ``up``'s output, which is where the verification link is read from.
+Every failure message carries ``up``'s output; teardown stops ``up`` by its process group, then
+whatever it started, then the embedded servers.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import pty
 import re
+import shutil
 import signal
 import subprocess
-import sys
+import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import mcp_types as types
 import pytest
-from django.conf import settings
+from mcp.client.session import ClientSession
 
-from tests.kernel.test_mcp_live import database_url, free_port
+from tests.kernel.test_command_one import _stop_embedded
+from tests.kernel.test_mcp_live import free_port, with_session
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.django_db(transaction=True, databases=["default", "audit"]),
-]
+pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "lantern-harbour-quiet-77"
-RUN = uuid.uuid4().hex[:8]
+# A fresh var/ means initdb and every migration on both databases: slow on a busy machine.
+START_SECONDS = 420
+STEP_SECONDS = 120
+# What a newcomer's shell does not have: this test run's databases, broker and test switches.
+NOT_IN_A_NEWCOMERS_SHELL = (
+    "DATABASE_URL",
+    "AUDIT_DATABASE_URL",
+    "REDIS_URL",
+    "CELERY_BROKER_URL",
+    "KODY_SITE_URL",
+    "KODY_HOST",
+    "KODY_PORT",
+    "KODY_ACTORS_INLINE",
+    "KODY_EMAIL_BACKEND",
+    "KODY_TEST_DB_SUFFIX",
+    "DJANGO_ALLOW_ASYNC_UNSAFE",
+    "XDG_RUNTIME_DIR",
+)
 
 
 class Up:
-    """``manage.py up`` in the background, its output collected line by line."""
+    """``./scripts/up`` in the background, its output collected line by line."""
 
-    def __init__(self, port: int) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "KODY_SITE_URL"}
-        env.update(
-            KODY_PORT=str(port),
-            DATABASE_URL=database_url("default"),
-            AUDIT_DATABASE_URL=database_url("audit"),
-            REDIS_URL=settings.REDIS_URL,
-            KODY_DB_CONN_MAX_AGE="0",
-            KODY_ACTORS_INLINE="1",
-            KODY_EMAIL_BACKEND="django.core.mail.backends.console.EmailBackend",
-        )
-        self.env = env
+    def __init__(self, port: int, var: Path) -> None:
+        self.env = {k: v for k, v in os.environ.items() if k not in NOT_IN_A_NEWCOMERS_SHELL}
+        self.env["KODY_VAR_DIR"] = str(var)
+        self.var, self.port = var, port
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "manage.py", "up", "--no-workers"],
+            ["./scripts/up"],
             cwd=ROOT,
-            env=env,
+            env={**self.env, "KODY_PORT": str(port)},
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -71,67 +82,87 @@ class Up:
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
 
-    def wait_for(self, pattern: str, seconds: float = 90) -> re.Match[str]:
+    def output(self) -> str:
+        return "\n".join(["--- ./scripts/up output ---", *self.lines, "--- end ---"])
+
+    def fail(self, why: str) -> None:
+        pytest.fail(f"{why}\n{self.output()}", pytrace=False)
+
+    def wait_for(self, pattern: str, seconds: float = STEP_SECONDS) -> re.Match[str]:
+        """The first line of up's output matching ``pattern``, waiting for it if need be."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             for line in list(self.lines):
-                found = re.search(pattern, line)
-                if found:
+                if found := re.search(pattern, line):
                     return found
             if self.proc.poll() is not None:
-                raise AssertionError("up exited:\n" + "\n".join(self.lines))
+                time.sleep(0.5)  # let the reader take the last lines
+                self.fail(f"./scripts/up exited with {self.proc.returncode} before {pattern!r}")
             time.sleep(0.2)
-        raise AssertionError(f"no {pattern!r} in:\n" + "\n".join(self.lines))
+        self.fail(f"./scripts/up printed no {pattern!r} within {seconds:.0f}s")
+        raise AssertionError  # unreachable: fail() raises
+
+    def wait_healthy(self, url: str) -> None:
+        deadline = time.monotonic() + START_SECONDS
+        last = "no answer"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                time.sleep(0.5)
+                self.fail(f"./scripts/up exited with {self.proc.returncode} before serving")
+            try:
+                health = httpx2.get(url + "/healthz", timeout=5)
+                if health.status_code == 200 and health.json().get("broker") == "ok":
+                    return
+                last = f"{health.status_code} {health.text}"
+            except httpx2.TransportError as exc:
+                last = repr(exc)
+            time.sleep(0.5)
+        self.fail(f"{url}/healthz not ok within {START_SECONDS}s (last: {last})")
 
     def stop(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        """Ctrl-C as README says, by process group; then whatever is left, by force."""
+        child_pids = _child_pids(self.proc.pid)
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        for pid in child_pids:  # each child runs in a process group of its own
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        _stop_embedded(self.var)
+
+
+def _child_pids(parent: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                    pids.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return pids
 
 
 @pytest.fixture
-def up(django_db_setup: None) -> Iterator[tuple[Up, str]]:
+def up() -> Iterator[tuple[Up, str]]:
+    if not Path(ROOT / ".venv" / "bin" / "python").exists():
+        pytest.skip("no .venv: ./scripts/test creates it")
+    var = Path(tempfile.mkdtemp(prefix="kody-readme-"))
     port = free_port()
-    server = Up(port)
+    server = Up(port, var)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if httpx2.get(url + "/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            assert time.monotonic() < deadline, "\n".join(server.lines)
-            time.sleep(0.3)
+        server.wait_healthy(url)
         yield server, url
     finally:
         server.stop()
-
-
-def run_in_terminal(command: str, env: dict[str, str], answers: list[str]) -> str:
-    """Run a printed shell line as a person would: on a terminal, typing the answers."""
-    master, slave = pty.openpty()
-    proc = subprocess.Popen(
-        ["bash", "-c", command], cwd=ROOT, env=env, stdin=slave, stdout=slave, stderr=slave
-    )
-    os.close(slave)
-    output = b""
-    for answer in answers:
-        while b"assword" not in output.split(b"\n")[-1]:
-            output += os.read(master, 4096)
-        os.write(master, answer.encode() + b"\n")
-        output = output.rsplit(b"\n", 1)[0] + b"\n"
-    assert proc.wait(timeout=60) == 0
-    try:
-        while chunk := os.read(master, 4096):
-            output += chunk
-    except OSError:
-        pass
-    os.close(master)
-    return output.decode(errors="replace")
+        shutil.rmtree(var, ignore_errors=True)
 
 
 def test_the_readme_works_as_printed(browser: Any, up: tuple[Up, str]) -> None:
@@ -139,32 +170,48 @@ def test_the_readme_works_as_printed(browser: Any, up: tuple[Up, str]) -> None:
 
     server, url = up
     server.wait_for(re.escape(f"Kody is starting: open {url}/"))
-    step = server.wait_for(r"^\s+(.*manage\.py create_user you@example\.com .*--staff)\s*$")
-    # The printed line, with only the README's placeholder name made unique to this run.
-    command = step.group(1).replace("you@example.com", f"op{RUN}@example.com")
-    command = command.replace("--username you", f"--username op{RUN}")
-    env = {k: v for k, v in server.env.items() if k not in ("KODY_PORT", "KODY_SITE_URL")}
-    created = run_in_terminal(command, env, [PASSWORD, PASSWORD])
-    assert f"Created staff user op{RUN}" in created, created
+    processes = server.wait_for(r"^Processes: (.*)$").group(1)
+    for child in ("web (pid", "worker[", "beat (pid", "embedded postgres", "embedded redis"):
+        if child not in processes:
+            server.fail(f"up did not start {child!r}: {processes}")
+
+    # The printed line, run in the checkout as a newcomer would; scripts pass --password-stdin.
+    step = server.wait_for(r"^\s+(\S*.*manage\.py create_user you@example\.com .*--staff)\s*$")
+    command = step.group(1)
+    assert command.startswith(f"KODY_SITE_URL={url} .venv/bin/python manage.py"), command
+    created = subprocess.run(
+        ["bash", "-c", command + " --password-stdin"],
+        cwd=ROOT,
+        env=server.env,
+        input=PASSWORD + "\n",
+        capture_output=True,
+        text=True,
+        timeout=STEP_SECONDS,
+    )
+    if "Created staff user you <you@example.com>" not in created.stdout:
+        server.fail(f"{command} --password-stdin said:\n{created.stdout}{created.stderr}")
 
     admin = browser.new_context().new_page()
+    admin.set_default_timeout(STEP_SECONDS * 1000)
     admin.goto(f"{url}/admin/")
-    admin.get_by_label("Username").fill(f"op{RUN}")
+    admin.get_by_label("Username").fill("you")
     admin.get_by_label("Password").fill(PASSWORD)
     admin.get_by_role("button", name="Log in").click()
     expect(admin.get_by_role("link", name="Community reports")).to_be_visible()
     expect(admin.get_by_text("have permission to view or edit anything")).to_have_count(0)
 
     page = browser.new_context().new_page()
-    email = f"reader.{RUN}@example.com"
+    page.set_default_timeout(STEP_SECONDS * 1000)
+    email = "reader@example.com"
     page.goto(f"{url}/signup")
     page.get_by_label("Email").fill(email)
-    page.get_by_label("Username").fill(f"reader-{RUN}")
+    page.get_by_label("Username").fill("reader")
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Create account").click()
     expect(page.get_by_role("heading", name="Check your inbox")).to_be_visible()
     link = server.wait_for(r"(https?://\S+/verify\?token=[\w\-]+)").group(1)
-    assert link.startswith(f"{url}/verify?token="), link
+    if not link.startswith(f"{url}/verify?token="):
+        server.fail(f"the mailed link {link} is not on the port up serves ({url})")
     page.goto(link)
     page.get_by_role("button", name="Verify email address").click()
     expect(page.get_by_role("heading", name="Email verified")).to_be_visible()
@@ -178,21 +225,18 @@ def test_the_readme_works_as_printed(browser: Any, up: tuple[Up, str]) -> None:
     page.get_by_role("button", name="Create token").click()
     raw = page.get_by_test_id("new-token").inner_text().strip()
 
-    auth = {"Authorization": f"Bearer {raw}"}
-    index = httpx2.get(f"{url}/api/v1/", headers=auth, timeout=30)
-    assert index.status_code == 200 and index.json()["authenticated"] is True
+    index = httpx2.get(f"{url}/api/v1/", headers={"Authorization": f"Bearer {raw}"}, timeout=30)
+    if index.status_code != 200:
+        server.fail(f"GET /api/v1/ answered {index.status_code}: {index.text}")
+    assert index.json()["authenticated"] is True
     assert "whoami" in {c["name"] for c in index.json()["capabilities"]}
-    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
-    call["params"] = {"name": "whoami", "arguments": {}}
-    mcp = httpx2.post(
-        f"{url}/mcp",
-        content=json.dumps(call),
-        headers={
-            **auth,
-            "Accept": "application/json, text/event-stream",
-            "Content-Type": "application/json",
-        },
-        timeout=30,
-    )
-    assert mcp.status_code == 200, mcp.text
-    assert mcp.json()["result"]["structuredContent"]["email"] == email
+
+    async def whoami(session: ClientSession) -> types.CallToolResult:
+        return await session.call_tool("whoami", {})
+
+    # Playwright's sync API keeps an event loop on this thread; the SDK client needs its own.
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        result = thread.submit(with_session, url, raw, whoami).result(timeout=STEP_SECONDS)
+    if result.is_error:
+        server.fail(f"whoami over /mcp failed: {result.content}")
+    assert result.structured_content["email"] == email
