@@ -1,5 +1,5 @@
 """factory_boy factories for the accounts app: people (verified by default; operators; plans and
-Stripe subscriptions) and access tokens."""
+Stripe subscriptions), access tokens, email claims, social logins and referrals."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ import factory
 from django.utils import timezone
 from factory.django import DjangoModelFactory, Password
 
-from apps.accounts.models import AccessToken, EmailClaimStatus, User, UserEmailClaim
+from apps.accounts.models import (
+    AccessToken,
+    EmailClaimStatus,
+    OAuthConnection,
+    Referral,
+    User,
+    UserEmailClaim,
+)
 from apps.accounts.models.feedback import FeedbackCategory, PlatformFeedback
 from apps.accounts.models.flags import FeatureFlagExposureRollup
 from apps.accounts.models.users import stable_user_id_for
@@ -98,3 +105,38 @@ class PlatformFeedbackFactory(DjangoModelFactory):
     details = "Steps to reproduce."
     submitter_username = factory.Sequence(lambda n: f"person{n}")
     submitter_email = factory.LazyAttribute(lambda f: f"{f.submitter_username}@example.com")
+
+
+class UserEmailClaimFactory(DjangoModelFactory):
+    """A further address claimed by a person (``UserFactory`` already claims its own)."""
+
+    class Meta:
+        model = UserEmailClaim
+
+    user = factory.SubFactory(UserFactory)
+    email = factory.Sequence(lambda n: f"claimed{n}@example.com")
+    status = EmailClaimStatus.CLAIMED
+
+
+class OAuthConnectionFactory(DjangoModelFactory):
+    """A social login linked to a person."""
+
+    class Meta:
+        model = OAuthConnection
+
+    user = factory.SubFactory(UserFactory)
+    provider_name = "github"
+    provider_id = factory.Sequence(lambda n: str(4200 + n))
+
+
+class ReferralFactory(DjangoModelFactory):
+    """``referrer`` brought ``referee`` in: pass people (``referrer=outsider``) or stable ids."""
+
+    class Meta:
+        model = Referral
+        exclude = ("referrer", "referee")
+
+    referrer = factory.SubFactory(UserFactory)
+    referee = factory.SubFactory(UserFactory)
+    referrer_stable_user_id = factory.LazyAttribute(lambda row: row.referrer.stable_user_id)
+    referee_stable_user_id = factory.LazyAttribute(lambda row: row.referee.stable_user_id)

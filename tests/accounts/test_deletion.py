@@ -15,10 +15,10 @@ from django.test import override_settings
 from django.utils import timezone
 
 from apps.accounts.deletion import job
-from apps.accounts.models import AccountDeletion, DeletionStatus, Referral, User
+from apps.accounts.models import AccountDeletion, DeletionStatus, User
 from apps.accounts.services import tokens
 from apps.entitlements.actor import UserMeter
-from apps.packages.models import ValueBucket, ValueEntry
+from apps.packages.models import ValueEntry
 from config.buckets import bucket_storages
 from kody import blobs
 from kody.actors import ActorUnavailable
@@ -26,7 +26,9 @@ from kody.blobs.keys import email_raw_key
 from kody.errors import AccountDeleting
 from kody.kv import store
 from kody.userschema.naming import schema_name_for
+from tests.accounts.factories import PASSWORD, ReferralFactory, UserFactory
 from tests.clock import today_iso
+from tests.packages.factories import ValueBucketFactory, ValueEntryFactory
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
 
@@ -45,19 +47,16 @@ def fs_buckets(tmp_path):  # type: ignore[no-untyped-def]
 
 
 def make_user(name: str) -> User:
-    suffix = secrets.token_hex(3)
-    return User.objects.create_user(
-        username=f"{name}-{suffix}", email=f"{name}-{suffix}@example.com", password="pw-1234567"
-    )
+    # Not the shared cast: the purge is checked by scanning every text column for the person's
+    # username, and a run-unique name ("owner-3fa9c1") can appear nowhere else by accident.
+    return UserFactory(username=f"{name}-{secrets.token_hex(3)}")
 
 
 def populate(user: User, label: str) -> None:
     """Data in every surface that exists today."""
-    bucket = ValueBucket.objects.create(
-        id=secrets.token_hex(8), user_id=user.stable_user_id, scope="user"
-    )
+    bucket = ValueBucketFactory(id=secrets.token_hex(8), user_id=user.stable_user_id)
     for n in range(3):
-        ValueEntry.objects.create(bucket=bucket, name=f"{label}-{n}", value=f"{label} {n}")
+        ValueEntryFactory(bucket=bucket, name=f"{label}-{n}", value=f"{label} {n}")
     tokens.create_token(user, name=f"{label}-token")
     UserMeter.call(
         user.stable_user_id, "consume", resource="execute_calls_per_day", day=today_iso(), limit=9
@@ -123,10 +122,7 @@ def schema_exists(user_id: str) -> bool:
 
 
 def test_purge_removes_everything_of_the_owner_and_nothing_of_anyone_else(owner, outsider):
-    Referral.objects.create(
-        referrer_stable_user_id=outsider.stable_user_id,
-        referee_stable_user_id=owner.stable_user_id,
-    )
+    ReferralFactory(referrer=outsider, referee=owner)
     stable, email, username = owner.stable_user_id, owner.email, owner.username
     before = traces_of(stable, email, username)
     assert {
@@ -158,7 +154,7 @@ def test_purge_removes_everything_of_the_owner_and_nothing_of_anyone_else(owner,
 def test_the_same_email_can_sign_up_again_after_deletion(owner):
     email = owner.email
     purge(email)
-    again = User.objects.create_user(username="again-" + secrets.token_hex(3), email=email)
+    again = UserFactory(username="again-" + secrets.token_hex(3), email=email)
     assert again.pk != owner.pk
     # The kernel's tombstone was cleared at the end: the same stable id gets a fresh schema.
     charge = UserMeter.call(
@@ -310,9 +306,9 @@ def test_a_person_deletes_their_own_account_after_re_entering_the_password(clien
     assert "Delete your account" in client.get("/account/delete").content.decode()
     wrong = client.post("/account/delete", {"password": "nope", "confirm": "on"})
     assert wrong.status_code == 400 and User.objects.filter(pk=owner.pk).exists()
-    unconfirmed = client.post("/account/delete", {"password": "pw-1234567"})
+    unconfirmed = client.post("/account/delete", {"password": PASSWORD})
     assert unconfirmed.status_code == 400 and User.objects.filter(pk=owner.pk).exists()
-    done = client.post("/account/delete", {"password": "pw-1234567", "confirm": "on"})
+    done = client.post("/account/delete", {"password": PASSWORD, "confirm": "on"})
     assert done.status_code == 200 and "Your account is deleted" in done.content.decode()
     assert not User.objects.filter(pk=owner.pk).exists()
     assert ValueEntry.objects.filter(bucket__user_id=outsider.stable_user_id).count() == 3
@@ -337,7 +333,7 @@ def test_the_delete_page_shows_the_refund(client, owner, settings, frozen_clock)
             [{"amount": 3000, "period": {"start": now - 20 * day, "end": now + 10 * day}}],
         )
         client.force_login(owner)
-        done = client.post("/account/delete", {"password": "pw-1234567", "confirm": "on"})
+        done = client.post("/account/delete", {"password": PASSWORD, "confirm": "on"})
         page = done.content.decode()
         assert done.status_code == 200 and "10.00 USD" in page, page
         assert fake.subscriptions[subscription["id"]]["status"] == "canceled"

@@ -10,12 +10,13 @@ from django.conf import settings as django_settings
 from django.test import override_settings
 from django.utils import timezone
 
-from apps.accounts.models import AccountWriteLeaseRepair, AuditEvent, OAuthConnection, User
+from apps.accounts.models import AccountWriteLeaseRepair, AuditEvent, User
 from apps.entitlements.actor import UserMeter
 from config.buckets import bucket_storages
 from kody.capabilities.invoke import Context, invoke
 from kody.errors import Forbidden, KodyError
 from kody.lanes import run_lane
+from tests.accounts.factories import OAuthConnectionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
 
@@ -29,17 +30,13 @@ def _inline(settings, tmp_path):  # type: ignore[no-untyped-def]
 
 
 def make_user(name: str, *, verified: bool, age_days: int, staff: bool = False) -> User:
-    suffix = secrets.token_hex(3)
-    user = User.objects.create_user(
-        username=f"{name}-{suffix}", email=f"{name}-{suffix}@example.com", password="pw-1234567"
-    )
-    User.objects.filter(pk=user.pk).update(
+    # Run-unique people, not the cast: these tests commit and purge whole accounts.
+    return UserFactory(
+        username=f"{name}-{secrets.token_hex(3)}",
         created_at=timezone.now() - timedelta(days=age_days),
         email_verified_at=timezone.now() if verified else None,
         is_staff=staff,
     )
-    user.refresh_from_db()
-    return user
 
 
 @pytest.fixture
@@ -52,7 +49,7 @@ def test_the_lane_purges_only_week_old_unverified_password_signups():
     young = make_user("young", verified=False, age_days=6)
     verified = make_user("verified", verified=True, age_days=30)
     social = make_user("social", verified=False, age_days=30)
-    OAuthConnection.objects.create(user=social, provider_name="github", provider_id="42")
+    OAuthConnectionFactory(user=social, provider_name="github")
     run_lane("unverified_account_purge")
     assert not User.objects.filter(pk=stale.pk).exists()
     assert set(User.objects.values_list("pk", flat=True)) >= {young.pk, verified.pk, social.pk}

@@ -12,6 +12,7 @@ from django.test import Client
 from apps.accounts.models import PendingEmailChange, User, UserEmailClaim
 from apps.accounts.services import identity
 from tests.accounts.conftest import PASSWORD, audit_actions, link_from_mail, token_of
+from tests.accounts.factories import UserEmailClaimFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 NEW = "moved-here@example.com"
@@ -120,7 +121,7 @@ def test_address_of_another_account_is_unavailable(
 ) -> None:
     address = outsider.email
     if target == "claimed":
-        UserEmailClaim.objects.create(user=outsider, email="old-one@example.com", status="claimed")
+        UserEmailClaimFactory(user=outsider, email="old-one@example.com")
         address = "old-one@example.com"
     response = _change(owner_client, django_capture_on_commit_callbacks, new_email=address)
     assert response.status_code == 409 and b"not available" in response.content

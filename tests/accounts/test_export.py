@@ -16,14 +16,16 @@ from django.test import override_settings
 
 from apps.accounts.export import service
 from apps.accounts.export.service import InvalidCursor, ObjectChanged
-from apps.accounts.models import AccessToken, Referral, User
+from apps.accounts.models import AccessToken, User
 from apps.accounts.services import tokens
 from apps.entitlements.actor import UserMeter
-from apps.packages.models import ValueBucket, ValueEntry
+from apps.packages.models import ValueBucket
 from config.buckets import bucket_storages
 from kody import blobs
 from kody.blobs.keys import email_raw_key
+from tests.accounts.factories import ReferralFactory, UserFactory
 from tests.clock import today_iso
+from tests.packages.factories import ValueBucketFactory, ValueEntryFactory
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
 
@@ -41,18 +43,15 @@ def fs_buckets(tmp_path):  # type: ignore[no-untyped-def]
 
 
 def make_user(name: str) -> User:
-    suffix = secrets.token_hex(3)
-    return User.objects.create_user(
-        username=f"{name}-{suffix}", email=f"{name}-{suffix}@example.com", password="pw-1234567"
-    )
+    # Not the shared cast: these tests commit (transaction=True) and per-user schemas outlive the
+    # flush between tests, so each person gets a stable id no earlier test has used.
+    return UserFactory(username=f"{name}-{secrets.token_hex(3)}")
 
 
 def give_values(user: User, count: int, label: str) -> ValueBucket:
-    bucket = ValueBucket.objects.create(
-        id=secrets.token_hex(8), user_id=user.stable_user_id, scope="user"
-    )
+    bucket = ValueBucketFactory(id=secrets.token_hex(8), user_id=user.stable_user_id)
     for n in range(count):
-        ValueEntry.objects.create(bucket=bucket, name=f"{label}-{n}", value=f"{label} value {n}")
+        ValueEntryFactory(bucket=bucket, name=f"{label}-{n}", value=f"{label} value {n}")
     return bucket
 
 
@@ -115,9 +114,7 @@ def test_credential_columns_never_leave(owner):
 
 
 def test_the_other_party_of_a_shared_row_is_masked(owner, outsider):
-    Referral.objects.create(
-        referrer_stable_user_id=owner.stable_user_id, referee_stable_user_id=outsider.stable_user_id
-    )
+    ReferralFactory(referrer=owner, referee=outsider)
     [mine] = all_rows(owner, "referrals", limit=10)
     assert mine["referrer_stable_user_id"] == owner.stable_user_id
     assert mine["referee_stable_user_id"] == "[redacted]"

@@ -19,7 +19,9 @@ from apps.packages.models import McpMemory, ValueBucket, ValueEntry
 from config.buckets import bucket_storages
 from kody import blobs
 from kody.blobs.keys import email_raw_key
+from tests.accounts.factories import UserFactory
 from tests.accounts.test_deletion import traces_of
+from tests.packages.factories import McpMemoryFactory, ValueBucketFactory, ValueEntryFactory
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
 
@@ -38,16 +40,13 @@ def _setup(settings, tmp_path):  # type: ignore[no-untyped-def]
 
 
 def make_owner() -> User:
-    suffix = secrets.token_hex(3)
-    user = User.objects.create_user(
-        username=f"owner-{suffix}", email=f"owner-{suffix}@example.com", password="pw-1234567"
-    )
-    bucket = ValueBucket.objects.create(
-        id=secrets.token_hex(8), user_id=user.stable_user_id, scope="user"
-    )
+    # A run-unique person, not the cast: these tests commit, and the import must land in a
+    # schema no earlier test left behind.
+    user = UserFactory(username=f"owner-{secrets.token_hex(3)}")
+    bucket = ValueBucketFactory(id=secrets.token_hex(8), user_id=user.stable_user_id)
     for n in range(5):
-        ValueEntry.objects.create(bucket=bucket, name=f"v{n}", value=f"value {n} ünïcode")
-    McpMemory.objects.create(
+        ValueEntryFactory(bucket=bucket, name=f"v{n}", value=f"value {n} ünïcode")
+    McpMemoryFactory(
         id=secrets.token_hex(8),
         user_id=user.stable_user_id,
         subject="coffee",

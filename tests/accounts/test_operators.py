@@ -11,13 +11,15 @@ from django.test import Client
 from apps.accounts import operators
 from apps.accounts.models import User
 from apps.accounts.services import identity
+from tests.accounts.factories import UserFactory
 from tests.cast import PASSWORD
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
 
 @pytest.fixture
-def operator() -> User:
+def provisioned_operator() -> User:
+    """Made as ``create_user --staff`` makes one (the cast's operator is a superuser)."""
     return identity.provision(
         email="op1@example.com", username="anna-op", password=PASSWORD, staff=True
     )
@@ -45,8 +47,8 @@ def test_no_changeable_model_holds_a_credential_column() -> None:
         assert not [n for n in names if any(c in n for c in credential)], model
 
 
-def test_an_operator_sees_models_in_the_admin(client: Client, operator: User) -> None:
-    client.force_login(operator)
+def test_an_operator_sees_models_in_the_admin(client: Client, provisioned_operator: User) -> None:
+    client.force_login(provisioned_operator)
     index = client.get("/admin/").content.decode()
     assert "have permission to view or edit anything" not in index
     assert "/admin/community/communityreport/" in index
@@ -56,7 +58,6 @@ def test_an_operator_sees_models_in_the_admin(client: Client, operator: User) ->
 
 
 def test_an_ordinary_user_gets_no_admin(client: Client) -> None:
-    user = User.objects.create_user(username="plain", email="plain@example.com", password=PASSWORD)
-    client.force_login(user)
+    client.force_login(UserFactory())
     response = client.get("/admin/")
     assert response.status_code == 302 and "/admin/login/" in response.url

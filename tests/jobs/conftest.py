@@ -1,4 +1,4 @@
-"""The fixed cast for jobs tests: an owner, an outsider, and a scheduler driven by hand.
+"""Jobs tests meet the shared cast (tests/cast.py) and a scheduler driven by hand.
 
 ``clock`` pins the app clock at a fixed instant (the alarm sweep and the JobManager both
 decide what is due by it). ``wake()`` is one minute-tick of beat: it casts due alarms, then
@@ -16,48 +16,29 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 
-from apps.accounts.models import User
-from apps.accounts.services.tokens import create_token
+from apps.accounts.models import AccessToken
 
 # Between two minute marks, so a job's first minute is still ahead.
 PAST = datetime(2025, 3, 14, 12, 0, 30, tzinfo=UTC)
 
 
-def make_user(name: str, **extra: object) -> User:
-    return User.objects.create_user(
-        username=name, email=f"{name}@example.test", password="pw-long-enough-123", **extra
-    )
+# The people are the suite's shared cast (tests/cast.py: owner, outsider, operator); these are
+# their raw bearer keys for REST and MCP calls.
 
 
 @pytest.fixture
-def owner(db: None) -> User:
-    return make_user("owner")
+def owner_key(owner_token: tuple[AccessToken, str]) -> str:
+    return owner_token[1]
 
 
 @pytest.fixture
-def outsider(db: None) -> User:
-    return make_user("outsider")
-
-
-@pytest.fixture
-def operator(db: None) -> User:
-    return make_user("operator", is_staff=True, is_superuser=True)
-
-
-@pytest.fixture
-def owner_token(owner: User) -> str:
-    return create_token(owner, "owner laptop")[1]
-
-
-@pytest.fixture
-def outsider_token(outsider: User) -> str:
-    return create_token(outsider, "outsider laptop")[1]
+def outsider_key(outsider_token: tuple[AccessToken, str]) -> str:
+    return outsider_token[1]
 
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Iterator[None]:
     cache.delete_pattern("entitlements:*")
-    cache.delete_pattern("access-token-create:*")
     yield
 
 

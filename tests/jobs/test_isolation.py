@@ -98,9 +98,9 @@ def test_every_jobs_capability_has_an_isolation_test():
     assert declared == COVERED
 
 
-def test_the_owner_schedules_lists_and_reads_their_job(owner_token):
+def test_the_owner_schedules_lists_and_reads_their_job(owner_key):
     status, job = rest(
-        owner_token,
+        owner_key,
         "jobSchedule",
         {
             "name": "hourly",
@@ -110,9 +110,9 @@ def test_the_owner_schedules_lists_and_reads_their_job(owner_token):
         },
     )
     assert status == 200 and job["nextRunLocal"].endswith("+05:30")
-    status, listed = rest(owner_token, "jobList")
+    status, listed = rest(owner_key, "jobList")
     assert [j["id"] for j in listed["jobs"]] == [job["id"]]
-    error, got = via_mcp(owner_token, "jobGet", {"jobId": job["id"]})
+    error, got = via_mcp(owner_key, "jobGet", {"jobId": job["id"]})
     assert not error and got["name"] == "hourly"
 
 
@@ -126,11 +126,11 @@ def test_the_owner_schedules_lists_and_reads_their_job(owner_token):
         ("jobRunNow", {}),
     ],
 )
-def test_an_outsider_cannot_touch_the_owners_job(name, extra, owners_job, outsider_token):
+def test_an_outsider_cannot_touch_the_owners_job(name, extra, owners_job, outsider_key):
     before = Job.objects.get(id=owners_job["id"])
-    status, body = rest(outsider_token, name, {"jobId": owners_job["id"], **extra})
+    status, body = rest(outsider_key, name, {"jobId": owners_job["id"], **extra})
     assert status == 404 and body["error"]["code"] == "job_not_found"
-    error, mcp_body = via_mcp(outsider_token, name, {"jobId": owners_job["id"], **extra})
+    error, mcp_body = via_mcp(outsider_key, name, {"jobId": owners_job["id"], **extra})
     assert error and mcp_body == body  # same envelope as a job that does not exist
     after = Job.objects.get(id=owners_job["id"])
     assert (after.name, after.enabled, after.next_run_at) == (
@@ -140,19 +140,19 @@ def test_an_outsider_cannot_touch_the_owners_job(name, extra, owners_job, outsid
     )
 
 
-def test_a_foreign_job_looks_exactly_like_a_missing_one(owners_job, outsider_token):
-    foreign = rest(outsider_token, "jobGet", {"jobId": owners_job["id"]})
-    missing = rest(outsider_token, "jobGet", {"jobId": "no-such-job"})
+def test_a_foreign_job_looks_exactly_like_a_missing_one(owners_job, outsider_key):
+    foreign = rest(outsider_key, "jobGet", {"jobId": owners_job["id"]})
+    missing = rest(outsider_key, "jobGet", {"jobId": "no-such-job"})
     assert foreign[0] == missing[0] == 404
     assert foreign[1]["error"]["code"] == missing[1]["error"]["code"]
 
 
-def test_an_outsider_lists_no_jobs_and_no_runs(owners_job, owners_run, outsider_token):
-    assert rest(outsider_token, "jobList")[1]["jobs"] == []
-    assert rest(outsider_token, "runList")[1]["runs"] == []
-    assert rest(outsider_token, "runList", {"jobId": owners_job["id"]})[1]["runs"] == []
-    assert rest(outsider_token, "runSummary")[1]["total"] == 0
-    error, body = via_mcp(outsider_token, "runList", {})
+def test_an_outsider_lists_no_jobs_and_no_runs(owners_job, owners_run, outsider_key):
+    assert rest(outsider_key, "jobList")[1]["jobs"] == []
+    assert rest(outsider_key, "runList")[1]["runs"] == []
+    assert rest(outsider_key, "runList", {"jobId": owners_job["id"]})[1]["runs"] == []
+    assert rest(outsider_key, "runSummary")[1]["total"] == 0
+    error, body = via_mcp(outsider_key, "runList", {})
     assert not error and body["runs"] == []
 
 
@@ -160,45 +160,43 @@ def test_an_outsider_lists_no_jobs_and_no_runs(owners_job, owners_run, outsider_
     ("name", "extra"), [("runGet", {}), ("runUpdate", {"errorTriage": "ignored"})]
 )
 def test_an_outsider_cannot_read_or_triage_the_owners_run(
-    name, extra, owner, owners_run, outsider_token
+    name, extra, owner, owners_run, outsider_key
 ):
-    status, body = rest(outsider_token, name, {"runId": owners_run, **extra})
+    status, body = rest(outsider_key, name, {"runId": owners_run, **extra})
     assert status == 404 and "owner-only" not in json.dumps(body)
-    error, mcp_body = via_mcp(outsider_token, name, {"runId": owners_run, **extra})
+    error, mcp_body = via_mcp(outsider_key, name, {"runId": owners_run, **extra})
     assert error and mcp_body["error"]["code"] == "run_not_found"
     run = RunLog.call(owner.stable_user_id, "get_run", owners_run)
     assert run["errorTriage"] is None and run["logs"][0]["message"] == "owner-only log line"
 
 
-def test_the_owner_reads_and_triages_their_run(owners_run, owner_token):
-    status, run = rest(owner_token, "runGet", {"runId": owners_run})
+def test_the_owner_reads_and_triages_their_run(owners_run, owner_key):
+    status, run = rest(owner_key, "runGet", {"runId": owners_run})
     assert status == 200 and run["logs"][0]["message"] == "owner-only log line"
-    status, run = rest(owner_token, "runUpdate", {"runId": owners_run, "errorTriage": "fixed"})
+    status, run = rest(owner_key, "runUpdate", {"runId": owners_run, "errorTriage": "fixed"})
     assert status == 200 and run["errorTriage"] == "fixed"
-    assert rest(owner_token, "runSummary")[1]["bySurface"]["job"]["error"] == 1
+    assert rest(owner_key, "runSummary")[1]["bySurface"]["job"]["error"] == 1
 
 
-def test_same_storage_id_is_two_buckets_for_two_people(
-    owner, outsider, owner_token, outsider_token
-):
+def test_same_storage_id_is_two_buckets_for_two_people(owner, outsider, owner_key, outsider_key):
     storage.put(owner.stable_user_id, "job:shared-name", "k", {"secret": "owner"})
     storage.put(outsider.stable_user_id, "job:shared-name", "k", {"secret": "outsider"})
-    _, mine = rest(owner_token, "storageExport", {"storageId": "job:shared-name"})
-    _, theirs = rest(outsider_token, "storageExport", {"storageId": "job:shared-name"})
+    _, mine = rest(owner_key, "storageExport", {"storageId": "job:shared-name"})
+    _, theirs = rest(outsider_key, "storageExport", {"storageId": "job:shared-name"})
     assert [e["value"] for e in mine["entries"]] == [{"secret": "owner"}]
     assert [e["value"] for e in theirs["entries"]] == [{"secret": "outsider"}]
     storage.delete(outsider.stable_user_id, "job:shared-name", "k")
     assert storage.get(owner.stable_user_id, "job:shared-name", "k")["found"] is True
 
 
-def test_workflow_runs_are_the_callers_own(owner, owner_token, outsider_token):
+def test_workflow_runs_are_the_callers_own(owner, owner_key, outsider_key):
     from apps.jobs.actor.models import WorkflowProjection  # noqa: F401 (table exists)
 
     # No workflow engine writes projections yet; the lists are empty and cancel is a 404.
-    assert rest(owner_token, "workflowRunList")[1] == {"workflows": [], "concurrentWorkflows": 0}
-    status, body = rest(outsider_token, "workflowRunCancel", {"workflowId": "w-1"})
+    assert rest(owner_key, "workflowRunList")[1] == {"workflows": [], "concurrentWorkflows": 0}
+    status, body = rest(outsider_key, "workflowRunCancel", {"workflowId": "w-1"})
     assert status == 404 and body["error"]["code"] == "workflow_not_found"
-    error, _ = via_mcp(outsider_token, "workflowRunCancel", {"workflowId": "w-1"})
+    error, _ = via_mcp(outsider_key, "workflowRunCancel", {"workflowId": "w-1"})
     assert error
 
 
@@ -241,7 +239,7 @@ def test_a_job_cannot_target_an_operator_capability(operator):
         },
     ],
 )
-def test_bad_input_is_a_coded_4xx_and_writes_nothing(payload, owner_token):
-    status, body = rest(owner_token, "jobSchedule", payload)
+def test_bad_input_is_a_coded_4xx_and_writes_nothing(payload, owner_key):
+    status, body = rest(owner_key, "jobSchedule", payload)
     assert 400 <= status < 500 and body["error"]["code"] in {"invalid_schedule", "invalid_target"}
     assert not Job.objects.exists()

@@ -10,6 +10,7 @@ from django.utils import timezone
 from apps.jobs.models import ArchivedJobArtifact, Job
 from kody.lanes import run_lane
 from kody.retention import EXEMPT, GROWING_TABLES, PENDING, POLICIES, Policy, run_policies
+from tests.jobs.factories import ArchivedJobArtifactFactory, JobFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
@@ -21,14 +22,10 @@ def make_job(user, *, kind="once", status="success", age_days=0, **extra):  # ty
         if kind == "once"
         else {"type": "cron", "expression": "0 * * * *"}
     )
-    job = Job.objects.create(
+    job = JobFactory(
         user_id=user.stable_user_id,
-        name="j",
         source_id=extra.pop("source_id", ""),
-        storage_id="job:x",
         schedule_json=schedule,
-        timezone="UTC",
-        caller_context_json={},
         next_run_at=at,
         enabled=extra.pop("enabled", False),
         last_run_at=at,
@@ -76,13 +73,8 @@ def test_job_retention_honours_each_users_own_window(owner, outsider):
 def test_archived_artifacts_go_at_retain_until(owner):
     now = timezone.now()
     for n, delta in enumerate((-1, 1)):
-        ArchivedJobArtifact.objects.create(
-            job_id=f"j{n}",
-            user_id=owner.stable_user_id,
-            source_id="s",
-            published_commit="c",
-            storage_id="job:j",
-            retain_until=now + timedelta(days=delta),
+        ArchivedJobArtifactFactory(
+            job_id=f"j{n}", user_id=owner.stable_user_id, retain_until=now + timedelta(days=delta)
         )
     run_lane("job_retention")
     assert list(ArchivedJobArtifact.objects.values_list("job_id", flat=True)) == ["j1"]

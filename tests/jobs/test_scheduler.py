@@ -16,6 +16,7 @@ from apps.jobs.services import runner
 from kody.actors.alarms import cast_alarm, due_alarms
 from kody.capabilities import Context
 from kody.userschema.models import UserSchema
+from tests.jobs.factories import JobsWorkerStateFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -232,7 +233,7 @@ def test_the_kill_switches_stop_runs(owner, clock, wake):
     other = schedule(owner)
     Job.objects.filter(id=job["id"]).update(kill_switch_enabled=True)
     clock.move_to(Job.objects.get(id=other["id"]).next_run_at)
-    JobsWorkerState.objects.create(key=KILL_SWITCH_KEY, value="on")
+    JobsWorkerStateFactory(key=KILL_SWITCH_KEY, value="on")
     wake()
     assert job_runs(owner, other["id"]) == [] and job_runs(owner, job["id"]) == []
     JobsWorkerState.objects.filter(key=KILL_SWITCH_KEY).delete()

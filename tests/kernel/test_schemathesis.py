@@ -26,11 +26,8 @@ pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
 
 @pytest.fixture
-def operator_raw(db: None) -> str:
-    user = User.objects.create_user(
-        username="fuzz-ops", email="fuzz-ops@example.com", password=None, is_staff=True
-    )
-    return create_token(user, "schemathesis", enforce_rate_limit=False)[1]
+def operator_raw(operator: User) -> str:
+    return create_token(operator, "schemathesis", enforce_rate_limit=False)[1]
 
 
 @pytest.fixture(autouse=True)

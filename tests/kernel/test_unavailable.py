@@ -10,7 +10,6 @@ import pytest
 from django.db import OperationalError, connection
 from rest_framework.test import APIClient
 
-from apps.accounts.models import User
 from apps.accounts.services.tokens import create_token
 from kody.actors import ActorUnavailable
 from kody.capabilities import Context, capability, unregister
@@ -59,12 +58,9 @@ def outage_capability() -> Iterator[None]:
 
 
 def test_the_rest_surface_answers_503_with_retry_after_when_the_broker_is_down(
-    dead_broker, outage_capability
+    dead_broker, outage_capability, owner
 ):
-    user = User.objects.create_user(
-        username="outage", email="outage@example.test", password="pw-long-enough-123"
-    )
-    raw = create_token(user, "laptop")[1]
+    raw = create_token(owner, "laptop")[1]
     auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
     response = APIClient().post("/api/v1/capabilities/testActorOutage", {}, format="json", **auth)
     assert response.status_code == 503, response.content

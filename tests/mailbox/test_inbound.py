@@ -10,7 +10,6 @@ from django.test import Client
 
 from apps.entitlements import services as entitlements
 from apps.mailbox.actor import Mailbox
-from apps.mailbox.models import EmailSenderRule
 from apps.system_email.models import SystemEmailDailyCounter, SystemEmailMessage
 from kody.blobs import bucket
 from kody.blobs.keys import email_raw_key
@@ -23,6 +22,7 @@ from tests.mailbox.conftest import (
     receives_today,
     simple_mail,
 )
+from tests.mailbox.factories import EmailSenderRuleFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -129,12 +129,10 @@ def test_the_daily_receive_limit_rejects_without_storing(owner):
 
 
 def test_sender_rules_block_or_quarantine(owner):
-    EmailSenderRule.objects.create(
+    EmailSenderRuleFactory(
         user_id=owner.stable_user_id, kind="address", value="spam@bad.test", effect="block"
     )
-    EmailSenderRule.objects.create(
-        user_id=owner.stable_user_id, kind="domain", value="meh.test", effect="quarantine"
-    )
+    EmailSenderRuleFactory(user_id=owner.stable_user_id, value="meh.test", effect="quarantine")
     blocked = deliver_cli(simple_mail(sender="spam@bad.test"), address(owner), "d-b")
     assert blocked["reason"] == "sender_blocked" and receives_today(owner) == 0
     held = deliver_cli(simple_mail(sender="x@meh.test"), address(owner), "d-q")

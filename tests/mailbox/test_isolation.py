@@ -10,10 +10,10 @@ from django.core import mail
 
 from apps.accounts.services.tokens import create_token
 from apps.mailbox.actor import Mailbox
-from apps.mailbox.models import EmailSenderRule
 from kody.capabilities import all_capabilities
 from kody.mcp.server import _invoke as mcp_invoke
 from tests.mailbox.conftest import address, cap, deliver_cli, raw_blobs
+from tests.mailbox.factories import EmailSenderRuleFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
@@ -112,9 +112,7 @@ def test_outsider_cannot_send_as_the_owner(owner, outsider_key):
 
 
 def test_sender_rules_are_per_person(owner, outsider_key):
-    rule = EmailSenderRule.objects.create(
-        user_id=owner.stable_user_id, kind="domain", value="x.test", effect="block"
-    )
+    rule = EmailSenderRuleFactory(user_id=owner.stable_user_id, value="x.test", effect="block")
     assert cap(outsider_key, "emailSenderRuleList").json()["rules"] == []
     response = cap(outsider_key, "emailSenderRuleDelete", {"ruleId": rule.id})
     assert response.status_code == 404

@@ -1,8 +1,8 @@
-"""The fixed cast for memory/value/secret tests: an owner and an outsider with API tokens."""
+"""Memory/value/secret tests call capabilities as the shared cast (tests/cast.py) through
+``as_owner`` / ``as_outsider``: an API client holding that person's token."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -10,8 +10,6 @@ from rest_framework.test import APIClient
 
 from apps.accounts.models import User
 from apps.accounts.services.tokens import create_token
-
-PASSWORD = "correct-horse-battery-staple-9"
 
 
 class Agent:
@@ -35,26 +33,6 @@ class Agent:
         response = self.raw(name, **arguments)
         assert response.status_code == status, response.content
         return response.json()["error"]
-
-
-@pytest.fixture
-def make_user(db: None) -> Callable[..., User]:
-    def make(username: str, **extra: Any) -> User:
-        return User.objects.create_user(
-            username=username, email=f"{username}@example.com", password=PASSWORD, **extra
-        )
-
-    return make
-
-
-@pytest.fixture
-def owner(make_user: Callable[..., User]) -> User:
-    return make_user("owner")
-
-
-@pytest.fixture
-def outsider(make_user: Callable[..., User]) -> User:
-    return make_user("outsider")
 
 
 @pytest.fixture

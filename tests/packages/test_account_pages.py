@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from apps.packages.models import McpMemory, SavedPackage, SecretEntry
+from apps.packages.models import McpMemory, SecretEntry
 from apps.packages.services import memories, secrets
+from tests.packages.factories import SavedPackageFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
@@ -44,9 +45,7 @@ def test_secrets_page_lists_names_and_grants_never_values(owner, outsider):
     uid = owner.stable_user_id
     token = secrets.NewSecret("GITHUB_TOKEN", VALUE, allowed_hosts=["api.github.com"])
     secrets.set_many(uid, [token])
-    pkg = SavedPackage.objects.create(
-        user_id=uid, name="prs", kody_id="@o/prs", source_id="src-prs"
-    )
+    pkg = SavedPackageFactory(user_id=uid, name="prs", kody_id="@o/prs", source_id="src-prs")
     client = signed_in(owner)
     body = client.get("/account/secrets").content.decode()
     assert "GITHUB_TOKEN" in body and "api.github.com" in body and "prs" in body

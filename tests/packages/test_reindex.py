@@ -22,6 +22,7 @@ from apps.packages.services.reindex import cursor_key
 from kody.kv import store
 from kody.vectors.index import BUILTIN_NAMESPACE
 from kody.vectors.models import VectorEntry
+from tests.packages.factories import McpMemoryFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 SUMMARY = re.compile(
@@ -41,12 +42,10 @@ def run(*args: str) -> tuple[int, int, int, int]:
 
 
 def memories_for(user, count: int) -> list[McpMemory]:
-    return McpMemory.objects.bulk_create(
-        [
-            McpMemory(user_id=user.stable_user_id, subject=f"fact {i}", summary=f"detail {i}")
-            for i in range(count)
-        ]
-    )
+    return [
+        McpMemoryFactory(user_id=user.stable_user_id, subject=f"fact {i}", summary=f"detail {i}")
+        for i in range(count)
+    ]
 
 
 @pytest.mark.django_db(databases=["default", "audit"])
@@ -58,7 +57,7 @@ def test_reindex_embeds_once_then_skips_and_force_rewrites(owner, outsider):
     assert VectorEntry.objects.filter(namespace=outsider.stable_user_id).count() == 3
     assert run("--kind", "memory") == (10, 0, 10, 0)
     assert run("--kind", "memory", "--force") == (10, 10, 0, 0)
-    assert run("--kind", "memory", "--user", "outsider@example.com") == (3, 0, 3, 0)
+    assert run("--kind", "memory", "--user", outsider.email) == (3, 0, 3, 0)
 
 
 @pytest.mark.django_db(databases=["default", "audit"])

@@ -9,13 +9,14 @@ from django.utils import timezone
 
 from apps.packages.models import McpMemory, McpMemoryConversationSuppression
 from kody.lanes import registry, run_lane
+from tests.packages.factories import McpMemoryConversationSuppressionFactory, McpMemoryFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
 
 def suppression(memory: McpMemory, conversation: str, *, seen_days_ago: int, expired: bool):
     now = timezone.now()
-    return McpMemoryConversationSuppression.objects.create(
+    return McpMemoryConversationSuppressionFactory(
         user_id=memory.user_id,
         conversation_id=conversation,
         memory=memory,
@@ -25,8 +26,8 @@ def suppression(memory: McpMemory, conversation: str, *, seen_days_ago: int, exp
 
 
 def test_retention_keeps_active_and_recent_suppressions(owner, outsider):
-    mine = McpMemory.objects.create(user_id=owner.stable_user_id, subject="a", summary="b")
-    theirs = McpMemory.objects.create(user_id=outsider.stable_user_id, subject="c", summary="d")
+    mine = McpMemoryFactory(user_id=owner.stable_user_id, subject="a", summary="b")
+    theirs = McpMemoryFactory(user_id=outsider.stable_user_id, subject="c", summary="d")
     old = suppression(mine, "old", seen_days_ago=91, expired=True)
     recent = suppression(mine, "recent", seen_days_ago=89, expired=True)
     active = suppression(mine, "active", seen_days_ago=200, expired=False)

@@ -11,9 +11,10 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from apps.community.models import CommunityFork
 from apps.packages.models import SavedPackage, SecretBucket, SecretEntry
 from apps.packages.services import crypto, secrets
+from tests.community.factories import CommunityForkFactory
+from tests.packages.factories import SavedPackageFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
@@ -28,7 +29,7 @@ def fresh_keyring():
 
 
 def package(user, name: str) -> SavedPackage:
-    return SavedPackage.objects.create(
+    return SavedPackageFactory(
         user_id=user.stable_user_id, name=name, kody_id=f"@x/{name}", source_id=f"src-{name}"
     )
 
@@ -102,10 +103,8 @@ def test_grants_gate_every_use(owner, outsider):
     [meta] = secrets.set_many(uid, [secrets.NewSecret("KEY", VALUE, allowed_hosts=["api.x.com"])])
     mine = package(owner, "mine")
     fork = package(owner, "forked")
-    CommunityFork.objects.create(
-        listing_id="lst-1",
+    CommunityForkFactory(
         forker_user_id=uid,
-        origin_commit="c1",
         forked_package_id=fork.id,
         forked_source_id="src-f",
         target_kody_id="@x/forked",
@@ -131,10 +130,8 @@ def test_adopted_forks_use_user_secrets_without_a_grant(owner):
     uid = owner.stable_user_id
     secrets.set_many(uid, [secrets.NewSecret("KEY", VALUE, allowed_hosts=["h"])])
     fork = package(owner, "adopted")
-    CommunityFork.objects.create(
-        listing_id="l",
+    CommunityForkFactory(
         forker_user_id=uid,
-        origin_commit="c",
         forked_package_id=fork.id,
         forked_source_id="s",
         target_kody_id="@x/adopted",
