@@ -7,13 +7,16 @@
 
 * ``actor pipeline``: ``apps.mailbox.services.inbound.deliver`` with a real Celery shard
   worker: one call for the dedupe claim + idempotent meter charge + storing lease, the raw
-  MIME blob, one call for the graph commit, and the finalize as a cast.
+  MIME blob, one call for the graph commit and the finalize (one transaction).
 * ``direct writes``: the same parse and the same blob write, then the same rows (ledger
   event, thread, message, attachments, daily counter) in one transaction per message under
   ``SET LOCAL search_path`` — no queue, no ledger steps, no owner checks.
 
 Prints messages/s and p50/p99 per message for both and the ratio (target: the actor pipeline
-at least 50 % of the direct writes' messages/s). Timings are printed, never asserted.
+at least 50 % of the direct writes' messages/s), then the SQL statements one warm message
+costs on each path (counted inline with ``CaptureQueriesContext``; the test
+``tests/mailbox/test_inbound_statements.py`` bounds the actor path's count). Timings are
+printed, never asserted.
 Runs on its own database (``test_kody_bench_mail``) with fresh users each time.
 """
 
@@ -179,6 +182,24 @@ def direct_fn(users: list, raws: list[bytes], run: str) -> Callable[[int], objec
     return write
 
 
+def statements_per_message(users: list, raws: list[bytes], run: str) -> tuple[int, int]:
+    """SQL statements for one warm message on each path, counted in this process (inline)."""
+    from django.conf import settings
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.KODY_ACTORS_INLINE = True
+    small = min(range(len(raws)), key=lambda i: len(raws[i]))
+    one = [users[0]]
+    deliver = actor_fn(one, [raws[small]], f"{run}-count")
+    write = direct_fn(one, [raws[small]], f"{run}-count")
+    with CaptureQueriesContext(connection) as actor:
+        deliver(0)
+    with CaptureQueriesContext(connection) as direct:
+        write(0)
+    return len(actor.captured_queries), len(direct.captured_queries)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--messages", type=int, default=1000)
@@ -204,10 +225,12 @@ def main() -> None:
             Mailbox.call(user.stable_user_id, "count")
         actor = fixed_work(actor_fn(users, raws, run), len(raws), args.threads)
     direct = fixed_work(direct_fn(users, raws, run), len(raws), args.threads)
-    print(row("actor pipeline (queue: 2 calls + 1 cast)", actor))
+    print(row("actor pipeline (queue: 2 calls)", actor))
     print(row("direct writes (no actor layer)", direct))
     ratio = actor["per_s"] / direct["per_s"]
     print(f"actor pipeline / direct writes: {ratio:.0%} of messages/s (target >= 50%)")
+    actor_sql, direct_sql = statements_per_message(users, raws, run)
+    print(f"SQL statements per warm message: actor pipeline {actor_sql}, direct {direct_sql}")
     print(f"load average at end: {os.getloadavg()}")
 
 

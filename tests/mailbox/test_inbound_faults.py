@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
 from apps.mailbox.actor import Mailbox
 from apps.mailbox.errors import BlobUnavailable
+from apps.mailbox.models import EmailInboundDueOwner
 from apps.mailbox.services import blobstore, inbound
 from apps.mailbox.services.inbound import InboundRetry
 from kody.blobs.keys import email_raw_key
@@ -50,23 +52,20 @@ def exactly_once_after(owner, delivery_id: str, message_id: str) -> None:
     assert (again.status, again.message_id) == ("duplicate", message_id)
 
 
-def break_once(monkeypatch, method: str, *, after: bool, error: BaseException) -> None:
-    """Make one Mailbox call fail once, before running or after running (then rolled back)."""
+def break_once(
+    monkeypatch, method: str, *, after: bool, error: BaseException, committed: bool = False
+) -> None:
+    """Make one Mailbox call fail once: before running, after running (then rolled back), or
+    with ``committed`` after its transaction committed (only the reply is lost)."""
     original = inbound._mailbox
     state = {"armed": True}
-    real_cast = inbound._mailbox_cast
-
-    def lost_cast(uid: str, name: str, **kwargs: Any) -> None:
-        if name == method and state["armed"]:
-            state["armed"] = False
-            return  # the cast never reaches the shard
-        real_cast(uid, name, **kwargs)
-
-    monkeypatch.setattr(inbound, "_mailbox_cast", lost_cast)
 
     def flaky(uid: str, name: str, **kwargs: Any) -> Any:
         if name == method and state["armed"]:
             state["armed"] = False
+            if committed:
+                original(uid, name, **kwargs)
+                raise error
             if after:
                 # Run the real method inside a transaction we then abort: its writes vanish.
                 from django.db import transaction
@@ -116,29 +115,35 @@ def ledger_state(owner, delivery_id: str) -> str:
         return cursor.fetchone()[0]
 
 
-def test_finalize_lost_after_the_commit_then_redelivery_lands_once(owner, monkeypatch):
-    break_once(monkeypatch, "finalize_inbound", after=False, error=RuntimeError("lost"))
-    first = inbound.deliver(RAW, address(owner), "f-final")
-    assert first.status == "received"  # the graph is durable before the sender is answered
-    assert ledger_state(owner, "f-final") == "storing"
-    again = inbound.deliver(RAW, address(owner), "f-final")
-    assert (again.status, again.message_id) == ("received", first.message_id)
-    assert ledger_state(owner, "f-final") == "received"
-    exactly_once_after(owner, "f-final", first.message_id)
+def test_the_commits_reply_lost_then_redelivery_is_a_duplicate(owner, monkeypatch):
+    error = RuntimeError("reply lost")
+    break_once(monkeypatch, "commit_inbound_graph", after=True, error=error, committed=True)
+    with pytest.raises(InboundRetry):
+        inbound.deliver(RAW, address(owner), "f-reply")
+    # Graph and "received" committed together: the retry finds a finished delivery.
+    assert ledger_state(owner, "f-reply") == "received"
+    [listed] = Mailbox.call(owner.stable_user_id, "list_messages")["messages"]
+    exactly_once_after(owner, "f-reply", listed["id"])
 
 
-def test_finalize_lost_and_never_redelivered_is_finalized_by_the_alarm(owner, monkeypatch):
-    break_once(monkeypatch, "finalize_inbound", after=False, error=RuntimeError("lost"))
-    first = inbound.deliver(RAW, address(owner), "f-final-alarm")
+def test_a_committed_delivery_left_storing_is_finalized_by_the_reconcile_lane(owner):
+    """A delivery committed while finalizing was still a separate step, its finalize lost."""
+    first = inbound.deliver(RAW, address(owner), "f-final-lane")
     with connection.cursor() as cursor:
         cursor.execute(
             f'UPDATE "{schema_name_for(owner.stable_user_id)}".email_delivery_events'
-            " SET reconcile_after = %s",
+            " SET state = 'storing', storage_lease = 'old', reconcile_after = %s",
             [timezone.now()],
         )
-    Mailbox.call(owner.stable_user_id, "run_retention_now")
-    assert ledger_state(owner, "f-final-alarm") == "received"
-    exactly_once_after(owner, "f-final-alarm", first.message_id)
+    due_now(owner)
+    call_command("run_lane", "reconcile_inbound_deliveries")
+    assert ledger_state(owner, "f-final-lane") == "received"
+    assert not EmailInboundDueOwner.objects.filter(user_id=owner.stable_user_id).exists()
+    exactly_once_after(owner, "f-final-lane", first.message_id)
+
+
+def due_now(owner) -> None:
+    EmailInboundDueOwner.objects.filter(user_id=owner.stable_user_id).update(due_at=timezone.now())
 
 
 def test_worker_killed_between_blob_and_commit_then_redelivery_lands_once(owner, monkeypatch):
@@ -148,7 +153,7 @@ def test_worker_killed_between_blob_and_commit_then_redelivery_lands_once(owner,
     exactly_once(owner, "f-kill")
 
 
-def test_an_abandoned_delivery_has_its_blob_cleaned_by_the_alarm(owner, monkeypatch):
+def test_an_abandoned_delivery_has_its_blob_cleaned_by_the_reconcile_lane(owner, monkeypatch):
     break_once(monkeypatch, "commit_inbound_graph", after=False, error=Killed())
     with pytest.raises(Killed):
         inbound.deliver(RAW, address(owner), "f-abandon")
@@ -159,8 +164,10 @@ def test_an_abandoned_delivery_has_its_blob_cleaned_by_the_alarm(owner, monkeypa
             " SET reconcile_after = %s",
             [timezone.now()],
         )
-    Mailbox.call(owner.stable_user_id, "run_retention_now")
+    due_now(owner)
+    call_command("run_lane", "reconcile_inbound_deliveries")
     assert raw_blobs(owner) == []
+    assert ledger_state(owner, "f-abandon") == "orphan-cleaned"
     # The sender tries again later: the delivery restarts and still charges only once.
     monkeypatch.undo()
     exactly_once(owner, "f-abandon")

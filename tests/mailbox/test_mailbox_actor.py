@@ -11,6 +11,7 @@ from django.utils import timezone
 from apps.accounts.surfaces import actor_surfaces
 from apps.mailbox.actor import Mailbox
 from apps.mailbox.errors import BlobUnavailable, InvalidBlobKey
+from apps.mailbox.models import EmailInboundDueOwner
 from apps.mailbox.services import blobstore, inbound
 from kody.actors import OwnerMismatch, is_deletion_safe
 from kody.blobs.keys import email_attachment_key, email_raw_key
@@ -211,12 +212,18 @@ def alarm_at(owner):
     return found[0] if found else None
 
 
-def test_a_delivery_sets_an_alarm_and_each_pass_schedules_the_next_retention(owner):
+def test_a_delivery_leaves_a_due_hint_and_its_visit_schedules_the_next_retention(owner):
     deliver(owner, 1)
-    assert timezone.now() < alarm_at(owner) <= timezone.now() + timedelta(hours=1, minutes=1)
+    hint = EmailInboundDueOwner.objects.get(user_id=owner.stable_user_id)
+    assert timezone.now() < hint.due_at <= timezone.now() + timedelta(hours=1, minutes=1)
+    assert alarm_at(owner) is None  # nothing stale can exist before the hint is due
+    Mailbox.call(owner.stable_user_id, "reconcile_inbound")  # the lane's visit
+    assert not EmailInboundDueOwner.objects.exists()  # nothing left mid-way
+    # Next due: the 90-day delivery-event expiry (before the message's 365 days).
+    due = alarm_at(owner) - timezone.now()
+    assert timedelta(days=89) < due <= timedelta(days=90)
     with connection.cursor() as cursor:  # the alarm fires: the clock deletes its row first
         cursor.execute(f'DELETE FROM "{schema_name_for(owner.stable_user_id)}".actor_alarms')
     Mailbox.call(owner.stable_user_id, "run_retention_now")
-    # Next due: the 90-day delivery-event expiry (before the message's 365 days).
     due = alarm_at(owner) - timezone.now()
     assert timedelta(days=89) < due <= timedelta(days=90)

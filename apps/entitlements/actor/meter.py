@@ -237,10 +237,12 @@ class UserMeter(Actor):
             raise ValueError("delivery_id is required")
         when = _day(day)
         with connection.cursor() as cursor:
-            self._prune(cursor, when)
+            # A claim older than the retention window counts as gone (``consume`` below prunes
+            # it): one statement instead of a prune before the lookup.
             cursor.execute(
-                f"SELECT resource, day, count_after, revision FROM {CLAIMS} WHERE delivery_id = %s",
-                [delivery_id],
+                f"SELECT resource, day, count_after, revision FROM {CLAIMS}"
+                " WHERE delivery_id = %s AND day >= %s",
+                [delivery_id, _cutoff(when)],
             )
             claimed = cursor.fetchone()
         if claimed is not None:

@@ -21,13 +21,18 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from django.db import connection
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from apps.entitlements.actor import UserMeter
 from apps.mailbox import errors
 from apps.mailbox.actor import models as m
-from apps.mailbox.models import EmailOutboundProviderIndex, EmailOutboundProviderIndexRepairOwner
+from apps.mailbox.models import (
+    EmailInboundDueOwner,
+    EmailOutboundProviderIndex,
+    EmailOutboundProviderIndexRepairOwner,
+)
 from apps.mailbox.services import blobstore
 from kody import outbox
 from kody.actors import Actor, OwnerMismatch, deletion_safe
@@ -38,6 +43,7 @@ EVENT_RETENTION = timedelta(days=90)
 RETRY_DELAY = timedelta(hours=1)
 CONTINUATION_DELAY = timedelta(seconds=5)
 STALE_DELIVERY = timedelta(hours=1)
+DUE_OWNERS = EmailInboundDueOwner._meta.db_table
 BATCH = 100
 BLOB_MESSAGES_PER_PASS = 25
 PAGE_MAX = 500
@@ -232,13 +238,16 @@ class Mailbox(Actor):
             return {"outcome": "duplicate", "messageId": ev.message_id}
         if ev is not None and ev.state == "rejected":
             return {"outcome": "rejected", "reason": ev.detail_json.get("reason")}
-        outcome = "retry"
         if ev is None:
-            if stored_limit is not None and m.EmailMessage.objects.count() >= stored_limit:
+            if stored_limit is not None and self._holds_at_least(stored_limit):
                 self._record_rejection(delivery_id, inbox_id, "mailbox_full", now, raw_size)
                 return {"outcome": "rejected", "reason": "mailbox_full"}
-            outcome = "claimed"
-            ev = m.EmailDeliveryEvent.objects.create(
+            # The first claim: charged first (same transaction), so the ledger row is written
+            # once, already in its charged state — storing under a fresh lease.
+            if charge is not None and not self._charge(delivery_id, charge):
+                self._record_rejection(delivery_id, inbox_id, "daily_limit_reached", now, raw_size)
+                return {"outcome": "rejected", "reason": "daily_limit_reached"}
+            ev = m.EmailDeliveryEvent(
                 id=_new_id(),
                 inbox_id=inbox_id,
                 event_type="receive_started",
@@ -252,26 +261,67 @@ class Mailbox(Actor):
                 created_at=now,
                 updated_at=now,
             )
-            self.set_alarm(now + STALE_DELIVERY)
-        elif ev.state == "orphan-cleaned":
+            self._mark_due(now + STALE_DELIVERY)
+            if charge is None:
+                ev.save(force_insert=True)
+                return {"outcome": "claimed", "messageId": ev.detail_json["messageId"],
+                        "charged": False}  # fmt: skip
+            return {"outcome": "storing", **self._begin_storing(ev, insert=True)}
+        if ev.state == "orphan-cleaned":
             ev.state = "pending"
-            ev.save(update_fields=["state"])
+        elif self._graph_committed(ev):
+            return {"outcome": "duplicate", "messageId": ev.message_id}
         message_id = ev.detail_json["messageId"]
         if charge is None:
-            charged = ev.usage_started_at is not None
-            return {"outcome": outcome, "messageId": message_id, "charged": charged}
-        if ev.usage_started_at is None:
-            # The same user's meter, in this transaction (the kernel holds this user's lock).
-            reading = UserMeter(self.context).consume_inbound_delivery(
-                delivery_id=delivery_id,
-                resource=charge["resource"],
-                day=charge["day"],
-                limit=int(charge["limit"]),
-            )
-            if not reading.get("allowed"):
-                self.reject_delivery(delivery_id, "daily_limit_reached")
-                return {"outcome": "rejected", "reason": "daily_limit_reached"}
+            if ev.state != "storing":
+                ev.save(update_fields=["state"])
+            return {"outcome": "retry", "messageId": message_id,
+                    "charged": ev.usage_started_at is not None}  # fmt: skip
+        if ev.usage_started_at is None and not self._charge(delivery_id, charge):
+            self.reject_delivery(delivery_id, "daily_limit_reached")
+            return {"outcome": "rejected", "reason": "daily_limit_reached"}
+        self._mark_due(now + STALE_DELIVERY)
         return {"outcome": "storing", **self._begin_storing(ev)}
+
+    @staticmethod
+    def _holds_at_least(count: int) -> bool:
+        """Whether the mailbox holds ``count`` messages, reading at most that many ids
+        (not a COUNT over the whole mailbox on every delivery)."""
+        if count <= 0:
+            return True
+        return m.EmailMessage.objects.order_by().values("id")[count - 1 : count].exists()
+
+    def _charge(self, delivery_id: str, charge: dict[str, Any]) -> bool:
+        """The same user's meter, in this transaction (the kernel holds this user's lock);
+        idempotent per delivery id."""
+        reading = UserMeter(self.context).consume_inbound_delivery(
+            delivery_id=delivery_id,
+            resource=charge["resource"],
+            day=charge["day"],
+            limit=int(charge["limit"]),
+        )
+        return bool(reading.get("allowed"))
+
+    def _graph_committed(self, ev: m.EmailDeliveryEvent) -> bool:
+        """A delivery still storing whose graph exists (committed before commit and finalize
+        were one transaction, its finalize lost): finalize it now."""
+        message_id = ev.detail_json["messageId"]
+        if not m.EmailMessage.objects.filter(id=message_id).exists():
+            return False
+        self._finalize(ev, message_id, ev.storage_lease, timezone.now())
+        return True
+
+    def _mark_due(self, at: datetime) -> None:
+        """The public due-owner hint the ``reconcile_inbound_deliveries`` lane pages by: one
+        statement, and no write when an earlier due time is already there."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {DUE_OWNERS} AS d (user_id, due_at, reason, attempt_count,"
+                " created_at, updated_at) VALUES (%s, %s, 'inbound_delivery', 0, %s, %s)"
+                " ON CONFLICT (user_id) DO UPDATE SET due_at = EXCLUDED.due_at,"
+                " updated_at = EXCLUDED.updated_at WHERE d.due_at > EXCLUDED.due_at",
+                [self.user_id, at, timezone.now(), timezone.now()],
+            )
 
     @owned
     def begin_storing(self, delivery_id: str) -> dict[str, Any]:
@@ -281,7 +331,7 @@ class Mailbox(Actor):
             raise errors.DeliveryNotClaimed(details={"state": ev.state if ev else None})
         return self._begin_storing(ev)
 
-    def _begin_storing(self, ev: m.EmailDeliveryEvent) -> dict[str, Any]:
+    def _begin_storing(self, ev: m.EmailDeliveryEvent, *, insert: bool = False) -> dict[str, Any]:
         now = timezone.now()
         ev.usage_started_at = ev.usage_started_at or now
         ev.usage_effect_recorded_at = ev.usage_effect_recorded_at or now
@@ -290,7 +340,7 @@ class Mailbox(Actor):
         ev.storage_lease_at = now
         ev.reconcile_after = now + STALE_DELIVERY
         ev.updated_at = now
-        ev.save()
+        ev.save(force_insert=insert)
         return {"lease": ev.storage_lease, "messageId": ev.detail_json["messageId"]}
 
     @owned
@@ -301,8 +351,12 @@ class Mailbox(Actor):
         message: dict[str, Any],
         attachments: list[dict[str, Any]],
     ) -> dict[str, Any]:
-        """Thread + message + attachments in this one transaction, under a valid storing lease."""
+        """Thread + message + attachments under a valid storing lease, and the delivery
+        finalized as received, all in this one transaction: a delivery is never received
+        without its graph, and a storing one never has a graph."""
         ev = self._ledger(delivery_id)
+        if ev is not None and ev.state == "received" and ev.finalization_token == lease:
+            return {"messageId": ev.message_id, "created": False}  # this commit, replayed
         if ev is None or ev.state != "storing" or ev.storage_lease != lease:
             raise errors.StorageLeaseLost()
         message_id = ev.detail_json["messageId"]
@@ -313,8 +367,6 @@ class Mailbox(Actor):
             raise errors.InvalidBlobKey(details={"key": "raw_mime_key"})
         for att in attachments:
             self._check_attachment_key(att, message_id)
-        if m.EmailMessage.objects.filter(id=message_id).exists():
-            return {"messageId": message_id, "created": False}
         now = timezone.now()
         thread_id = self._thread_for(message, now)
         fields = {k: v for k, v in message.items() if k not in ("id", "thread_id")}
@@ -328,30 +380,22 @@ class Mailbox(Actor):
             updated_at=now,
             **fields,
         )
-        m.EmailAttachment.objects.bulk_create(
-            [m.EmailAttachment(message_id=message_id, created_at=now, **att) for att in attachments]
-        )
+        if attachments:
+            m.EmailAttachment.objects.bulk_create(
+                [
+                    m.EmailAttachment(message_id=message_id, created_at=now, **att)
+                    for att in attachments
+                ]
+            )
         ev.expected_attachment_count = len(attachments)
-        ev.message_id = message_id
-        ev.updated_at = now
-        ev.save(update_fields=["expected_attachment_count", "message_id", "updated_at"])
-        # No alarm here: the claim set one, and every alarm pass schedules the next retention.
+        self._finalize(ev, message_id, lease, now)
+        # No alarm and no due-owner change here: the claim left a due-owner hint, and its
+        # reconcile pass schedules the next retention.
         return {"messageId": message_id, "created": True}
 
-    @owned
-    def finalize_inbound(self, delivery_id: str, lease: str) -> dict[str, Any]:
-        ev = self._ledger(delivery_id)
-        if ev is not None and ev.state == "received":
-            return {"state": "received", "messageId": ev.message_id}
-        if ev is None or ev.state != "storing" or ev.storage_lease != lease:
-            raise errors.StorageLeaseLost()
-        message_id = ev.detail_json["messageId"]
-        count = m.EmailAttachment.objects.filter(message_id=message_id).count()
-        if not m.EmailMessage.objects.filter(id=message_id).exists() or (
-            count != ev.expected_attachment_count
-        ):
-            raise errors.DeliveryNotClaimed(details={"reason": "graph not committed"})
-        now = timezone.now()
+    def _finalize(
+        self, ev: m.EmailDeliveryEvent, message_id: str, lease: str | None, now: datetime
+    ) -> None:
         ev.state = "received"
         ev.event_type = "received"
         ev.message_id = message_id
@@ -360,7 +404,6 @@ class Mailbox(Actor):
         ev.reconcile_after = None
         ev.updated_at = now
         ev.save()
-        return {"state": "received", "messageId": message_id}
 
     def _record_rejection(
         self, delivery_id: str, inbox_id: str | None, reason: str, now: datetime, raw_size: int
@@ -983,23 +1026,30 @@ class Mailbox(Actor):
             ).delete()
         self._publish_repair_health()
 
-    def _reconcile_stale(self, now: datetime) -> None:
-        """A delivery stuck mid-way: finalize it if its graph committed, else delete its blob
-        so nothing is orphaned (a later redelivery starts over and is not charged again)."""
+    @owned
+    def reconcile_inbound(self) -> dict[str, Any]:
+        """The ``reconcile_inbound_deliveries`` lane's visit: settle stale deliveries, move the
+        owner's due-owner hint to the next one (or drop it), and schedule the next alarm."""
+        now = timezone.now()
+        settled, next_due = self._reconcile_stale(now)
+        self._schedule(now, continuation=False)
+        return {"settled": settled, "nextDueAt": _iso(next_due)}
+
+    def _reconcile_stale(self, now: datetime) -> tuple[int, datetime | None]:
+        """A delivery stuck mid-way (its lease expired, charged but never committed): finalize
+        it if its graph committed, else delete its blob so nothing is orphaned (a later
+        redelivery starts over and is not charged again). Then the due-owner hint follows
+        what is left; the number settled and the next due time are returned."""
         stale = m.EmailDeliveryEvent.objects.filter(
             provider=INBOUND_PROVIDER, state__in=("pending", "storing"), reconcile_after__lte=now
         )
+        settled = 0
         for ev in stale[:BATCH]:
+            settled += 1
             message_id = ev.detail_json.get("messageId")
             if message_id and m.EmailMessage.objects.filter(id=message_id).exists():
-                # Committed, but the finalize was lost: the graph is there, so it was received.
-                ev.state = "received"
-                ev.event_type = "received"
-                ev.message_id = message_id
-                ev.storage_lease = None
-                ev.reconcile_after = None
-                ev.updated_at = now
-                ev.save()
+                # Committed by an older commit whose separate finalize was lost: received.
+                self._finalize(ev, message_id, ev.storage_lease, now)
                 continue
             try:
                 if message_id:
@@ -1013,6 +1063,25 @@ class Mailbox(Actor):
             ev.reconcile_after = None
             ev.updated_at = now
             ev.save()
+        return settled, self._sync_due(now)
+
+    def _sync_due(self, now: datetime) -> datetime | None:
+        """The due-owner hint: the earliest unsettled delivery's reconcile time, or no row."""
+        next_due = m.EmailDeliveryEvent.objects.filter(
+            provider=INBOUND_PROVIDER, state__in=("pending", "storing")
+        ).aggregate(t=Min("reconcile_after"))["t"]
+        if next_due is None:
+            EmailInboundDueOwner.objects.filter(user_id=self.user_id).delete()
+            return None
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {DUE_OWNERS} (user_id, due_at, reason, attempt_count, created_at,"
+                " updated_at) VALUES (%s, %s, 'inbound_delivery', 0, %s, %s)"
+                " ON CONFLICT (user_id) DO UPDATE SET due_at = EXCLUDED.due_at,"
+                " attempt_count = 0, last_error = NULL, updated_at = EXCLUDED.updated_at",
+                [self.user_id, next_due, now, now],
+            )
+        return next_due
 
     def _schedule(self, now: datetime, *, continuation: bool) -> None:
         if continuation:

@@ -6,16 +6,17 @@ repeat with the same delivery id:
 1. the Mailbox's compare-and-set on the delivery id picks the winner and fixes the message id
    (a replay of a finished delivery answers ``duplicate`` or its rejection);
 2. the UserMeter charges ``email_receives_per_day`` once per delivery id;
-3. the Mailbox records the charge and hands out a storing lease
+3. the Mailbox records the charge and hands out a storing lease, and leaves the owner a
+   due-owner hint for the reconcile lane
    (1–3 are one Mailbox call: the user's meter runs inline in the same transaction);
 4. the raw MIME goes to ``email-raw:v1:{userId}/{messageId}`` (overwrite: one object per key);
-5. one Mailbox transaction commits thread + message + attachments under that lease;
-6. the Mailbox finalizes the delivery as received (cast: the graph is already durable; the
-   alarm finalizes a committed delivery whose finalize was lost).
+5. one Mailbox transaction commits thread + message + attachments under that lease and
+   finalizes the delivery as received (graph and "received" cannot come apart).
 
 A failure anywhere from 2 on raises ``InboundRetry``: the sender retries with the same
 delivery id and the steps above make that land exactly one message, one charge, one blob. A
-delivery abandoned mid-way is reconciled by the Mailbox alarm, which deletes its blob.
+delivery abandoned mid-way (lease expired, charged but never committed) is reconciled by the
+``reconcile_inbound_deliveries`` lane (and the Mailbox alarm), which deletes its blob.
 """
 
 from __future__ import annotations
@@ -76,15 +77,9 @@ def _mailbox(uid: str, method: str, **kwargs: Any) -> Any:
     return Mailbox.call(uid, method, **kwargs)
 
 
-def _mailbox_cast(uid: str, method: str, **kwargs: Any) -> None:
-    key = f"{method}:{kwargs.get('delivery_id')}:{kwargs.get('lease')}"
-    Mailbox.cast(uid, method, idempotency_key=key, **kwargs)
-
-
 def _deliver_to_user(raw: bytes, user: Any, delivery_id: str, envelope_from: str | None) -> Outcome:
-    inboxes.require_graph_authority()
     uid = user.stable_user_id
-    inbox = inboxes.ensure_inbox(user)
+    inbox = inboxes.writable_inbox(user)
     if len(raw) > mime.MAX_WIRE_BYTES:
         done = _mailbox(
             uid, "reject_delivery", delivery_id=delivery_id, reason="message_too_large",
@@ -177,8 +172,4 @@ def _store(
         message=message,
         attachments=rows,
     )
-    # The graph is durable: the sender may hear "received" now. Finalizing is cast, in order
-    # behind the commit on the user's shard; if it is lost, a redelivery or the Mailbox alarm
-    # (stale storing delivery whose graph exists) finalizes it.
-    _mailbox_cast(uid, "finalize_inbound", delivery_id=delivery_id, lease=lease)
     return Outcome("received", message_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Exists
 from django.utils import timezone
 
 from apps.accounts.models import User
@@ -27,6 +28,22 @@ def require_graph_authority() -> None:
     """User email writes fail closed without the permanent authority marker."""
     if not EmailUserGraphAuthority.objects.filter(id=1).exists():
         raise MailboxWritesClosed()
+
+
+def writable_inbox(user: User) -> EmailInbox:
+    """``require_graph_authority`` + ``ensure_inbox`` in one query on the hot path (every
+    inbound message): the inbox row, with the authority marker checked alongside."""
+    inbox = (
+        EmailInbox.objects.filter(user_id=user.stable_user_id, name=DEFAULT_INBOX)
+        .annotate(authority=Exists(EmailUserGraphAuthority.objects.filter(id=1)))
+        .first()
+    )
+    if inbox is None:
+        require_graph_authority()
+        return ensure_inbox(user)
+    if not inbox.authority:
+        raise MailboxWritesClosed()
+    return inbox
 
 
 def ensure_inbox(user: User) -> EmailInbox:

@@ -1,0 +1,54 @@
+"""How many SQL statements one inbound message costs, bounded so it cannot creep back up.
+
+A count, not a time (timings belong to benchmarks/mail.py). Measured inline (the same actor
+runtime as a shard worker, without the queue) for a warm mailbox: the schema, the inbox and
+the day's counter already exist, as for every message but a user's first.
+"""
+
+from __future__ import annotations
+
+from email.message import EmailMessage
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from apps.mailbox.services import inbound
+from tests.mailbox.conftest import address, simple_mail
+
+pytestmark = pytest.mark.django_db
+
+# 41 before the statement cuts (two Mailbox calls and a finalize cast); see benchmarks/README.
+PLAIN_MESSAGE_MAX = 26
+# A reply with an attachment adds the parent-thread lookup, its touch, the attachment insert.
+REPLY_WITH_ATTACHMENT_MAX = PLAIN_MESSAGE_MAX + 3
+
+
+def statements(raw: bytes, to: str, delivery_id: str) -> list[str]:
+    with CaptureQueriesContext(connection) as captured:
+        assert inbound.deliver(raw, to, delivery_id).status == "received"
+    return [q["sql"][:120] for q in captured.captured_queries]
+
+
+def test_a_plain_inbound_message_costs_a_bounded_number_of_statements(owner):
+    inbound.deliver(simple_mail("warm-up"), address(owner), "s-warm")
+    sql = statements(simple_mail("Hello", message_id="<s1@x>"), address(owner), "s-1")
+    assert len(sql) <= PLAIN_MESSAGE_MAX, "\n".join(sql)
+
+
+def test_a_reply_with_an_attachment_costs_a_bounded_number_of_statements(owner):
+    inbound.deliver(simple_mail("warm-up", message_id="<root@x>"), address(owner), "s-warm")
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = "ada@example.org", address(owner), "Re: warm-up"
+    msg["Message-ID"], msg["In-Reply-To"] = "<s2@x>", "<root@x>"
+    msg.set_content("See attached.")
+    msg.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename="a.pdf")
+    sql = statements(msg.as_bytes(), address(owner), "s-2")
+    assert len(sql) <= REPLY_WITH_ATTACHMENT_MAX, "\n".join(sql)
+
+
+def test_a_duplicate_costs_less_than_a_delivery(owner):
+    inbound.deliver(simple_mail(), address(owner), "s-dup")
+    with CaptureQueriesContext(connection) as captured:
+        assert inbound.deliver(simple_mail(), address(owner), "s-dup").status == "duplicate"
+    assert len(captured.captured_queries) <= PLAIN_MESSAGE_MAX // 2
