@@ -184,6 +184,11 @@ KODY_LANE_RETRY_BASE_SECONDS = envint("KODY_LANE_RETRY_BASE_SECONDS", 2)
 # Text embeddings (kody.embeddings): an import path to the embedder class. The vector column's
 # dimension must match it (``manage.py check`` says so); a model change means ``manage.py reindex``.
 KODY_EMBEDDER = envstr("KODY_EMBEDDER", "kody.embeddings.wordllama.WordLlamaEmbedder")
+# Where a write's vector is embedded: "inline" (in the write's transaction), "deferred" (the
+# write records search-index debt and a task embeds after COMMIT) or "auto": inline while the
+# embedder's measured latency per small call stays under KODY_EMBED_INLINE_BUDGET_MS (ADR 0018).
+KODY_EMBED_MODE = envchoice("KODY_EMBED_MODE", "auto", ("auto", "inline", "deferred"))
+KODY_EMBED_INLINE_BUDGET_MS = envfloat("KODY_EMBED_INLINE_BUDGET_MS", 25.0)
 # HNSW candidates per vector query (pgvector's hnsw.ef_search); see benchmarks/vectors.py.
 KODY_VECTOR_EF_SEARCH = envint("KODY_VECTOR_EF_SEARCH", 200)
 # Secret entries are sealed with AES-GCM: "id:base64(32-byte key)" pairs, comma-separated, and

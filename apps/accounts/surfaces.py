@@ -195,6 +195,12 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
     ),
     TableTarget("package_kody_id_redirects", Match.USER_ID),
     TableTarget(
+        "search_index_debt",
+        Match.USER_ID,
+        export=False,
+        note="derived work queue (ids only): vectors still to write for the user's rows",
+    ),
+    TableTarget(
         "vector_embed_fingerprints",
         Match.USER_ID,
         export=False,

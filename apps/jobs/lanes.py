@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.jobs.actor.manager import JobManager
+from apps.packages.services.vector_kinds import KINDS, forget
 from kody.lanes import Cadence, LaneRun, lane
 from kody.retention import Policy, run_policies
 from kody.userschema.models import UserSchema
@@ -76,11 +77,12 @@ WITH doomed AS (
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
    AND NOT enabled AND claim_token IS NULL AND NOT preserved
+RETURNING user_id, id
 """
 
 
 def prune_jobs(batch: int) -> int:
-    with connection.cursor() as cursor:
+    with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             _EXPIRED_JOBS,
             {
@@ -91,7 +93,9 @@ def prune_jobs(batch: int) -> int:
                 "batch": batch,
             },
         )
-        return cursor.rowcount
+        gone = cursor.fetchall()
+        forget(KINDS["job"], gone)  # their vectors go with them
+    return len(gone)
 
 
 def prune_archived_artifacts(batch: int) -> int:

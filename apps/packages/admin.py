@@ -160,6 +160,15 @@ class SavedPackageSearchIndexDebtAdmin(ReadOnlyModelAdmin):
     search_fields = ("package_id", "user_id")
 
 
+@admin.register(m.SearchIndexDebt)
+class SearchIndexDebtAdmin(ReadOnlyModelAdmin):
+    """Vectors still owed; ``attempts`` growing with a ``last_error`` means embedding fails."""
+
+    list_display = ("kind", "source_id", "user_id", "attempts", "last_error", "available_at")
+    list_filter = ("kind", "last_error")
+    search_fields = ("user_id", "source_id")
+
+
 @admin.register(m.PackageKodyIdRedirect)
 class PackageKodyIdRedirectAdmin(admin.ModelAdmin):
     list_display = ("old_kody_id", "package_id", "user_id", "created_at")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apps.packages.services import memories, retention
+from apps.packages.services import index_debt, memories, retention
 from kody.lanes import Cadence, LaneRun, lane
 from kody.retention import Policy, run_policies
 
@@ -29,3 +29,13 @@ def packages_retention(run: LaneRun) -> None:
         ],
         record=run.record,
     )
+
+
+@lane("search_index_debt", cadence=Cadence.EVERY_TICK, budget_seconds=60, batch_size=200)
+def search_index_debt(run: LaneRun) -> None:
+    """Vectors still owed (deferred, failed, or a lost kick): drain what is due."""
+    while not run.out_of_time():
+        report = index_debt.drain(limit=run.batch_size)
+        run.record(report.indexed)
+        if report.handled < run.batch_size:
+            break

@@ -155,6 +155,9 @@ SavedPackageFactory = _factory(
 SavedPackageSearchIndexDebtFactory = _factory(
     p.SavedPackageSearchIndexDebt, package_id="pkg-1", user_id=ALICE
 )
+SearchIndexDebtFactory = _factory(
+    p.SearchIndexDebt, kind="memory", user_id=ALICE, source_id="mem-1", available_at=now
+)
 PackageKodyIdRedirectFactory = _factory(
     p.PackageKodyIdRedirect, user_id=ALICE, old_kody_id="@alice/old", package_id="pkg-1"
 )

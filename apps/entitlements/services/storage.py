@@ -35,6 +35,7 @@ NOT_PAYLOAD = frozenset(
         "username_redirects",
         "package_kody_id_redirects",
         "saved_package_search_index_debt",
+        "search_index_debt",
         "repo_session_due_owners",
         "email_inbound_due_owners",
         "email_outbound_provider_index",

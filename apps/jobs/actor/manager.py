@@ -32,6 +32,7 @@ from apps.jobs import schedules
 from apps.jobs.actor import models as am
 from apps.jobs.actor import records
 from apps.jobs.models import KILL_SWITCH_KEY, Job, JobsWorkerState
+from apps.packages.services import index_debt
 from kody import outbox
 from kody.actors import Actor, deletion_safe
 from kody.fields import new_id
@@ -96,6 +97,7 @@ class JobManager(Actor):
             if isinstance(getattr(row, field), str):
                 setattr(row, field, datetime.fromisoformat(getattr(row, field)))
         row.save(force_insert=True)
+        index_debt.changed("job", self.user_id, [row.id])
         self._arm()
         return {"id": row.id, "nextRunAt": row.next_run_at.isoformat()}
 
@@ -106,11 +108,14 @@ class JobManager(Actor):
         if "expires_at" in changes and changes["expires_at"] is not None:
             changes["expires_at"] = datetime.fromisoformat(changes["expires_at"])
         changed = rows.update(**changes, updated_at=timezone.now()) == 1
+        if changed:
+            index_debt.changed("job", self.user_id, [job_id])
         self._arm()
         return changed
 
     def delete(self, job_id: str) -> bool:
         deleted = self._mine(job_id).delete()[0] > 0
+        index_debt.changed("job", self.user_id, [job_id])  # removes its vector
         self._arm()
         return deleted
 

@@ -25,6 +25,7 @@ from apps.packages.models.runtime import (
     PackageServiceState,
     RepoSessionDueOwner,
     RepoSessionStorageBucketCursor,
+    SearchIndexDebt,
     UserStorageBucket,
     VectorEmbedFingerprint,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "UserStorageBucket",
     "ValueBucket",
     "ValueEntry",
+    "SearchIndexDebt",
     "VectorEmbedFingerprint",
     "WebhookEndpoint",
 ]

@@ -174,3 +174,31 @@ class VectorEmbedFingerprint(models.Model):
 
     def __str__(self) -> str:
         return self.vector_id
+
+
+class SearchIndexDebt(models.Model):
+    """A source row whose vector is not yet in step with it: embedding was deferred (a slow
+    model) or failed. The drain re-reads the row, writes (or removes) its vector and deletes
+    the debt; a failure backs off and is retried. Holds ids only, never text."""
+
+    kind = models.CharField(max_length=16)  # memory | job | package
+    user_id = stable_user_id()
+    source_id = models.CharField(max_length=512)
+    attempts = models.IntegerField(default=0)
+    last_error = models.CharField(max_length=128, blank=True, default="")  # a class name
+    available_at = models.DateTimeField()
+    created_at = created_at()
+    updated_at = updated_at()
+
+    class Meta:
+        db_table = "search_index_debt"
+        verbose_name_plural = "search index debt"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "user_id", "source_id"], name="search_index_debt_source_uq"
+            ),
+        ]
+        indexes = [models.Index(fields=["available_at"], name="search_index_debt_due_ix")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.source_id}"

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from apps.packages.models import McpMemory, McpMemoryConversationSuppression
 from apps.packages.models.mcp import MemoryStatus
-from apps.packages.services import search_index
+from apps.packages.services import index_debt
 from kody.embeddings import embed
 from kody.errors import NotFound
 from kody.vectors import index
@@ -100,7 +100,7 @@ def upsert(
         memory.dedupe_key = dedupe_key or memory.dedupe_key
         memory.status = MemoryStatus.ACTIVE
         memory.save()
-        search_index.index_memories([memory])
+        index_debt.changed("memory", user_id, [memory.id])
     return memory
 
 
@@ -139,7 +139,7 @@ def delete(user_id: str, memory_id: str) -> McpMemory:
         memory.deleted_at = timezone.now()
         memory.save(update_fields=["status", "deleted_at", "updated_at"])
         McpMemoryConversationSuppression.objects.filter(user_id=user_id, memory=memory).delete()
-        search_index.index_memories([memory])
+        index_debt.changed("memory", user_id, [memory.id])
     return memory
 
 
@@ -237,7 +237,7 @@ def _semantic(user_id: str, query: str, *, limit: int, category: str | None) -> 
     matches = index.query(user_id, vector, top_k=limit, metadata=metadata)
     scores: dict[str, float] = {}
     for match in matches:
-        memory_id = parse(search_index.MEMORY_PREFIX, match.vector_id)
+        memory_id = parse("memory", match.vector_id)
         if memory_id is not None and match.score >= MIN_SEMANTIC_SCORE:
             scores[memory_id] = max(0.0, match.score)
     return scores

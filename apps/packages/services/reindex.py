@@ -3,7 +3,9 @@
 Each kind is swept in keyset batches; after every committed batch the position is saved in KV
 (``reindex-cursor:v1:{kind}:{scope}``), so a killed run continues with ``--resume`` instead of
 starting over. Unchanged fingerprints are skipped unless ``force``; a finished sweep then
-deletes vectors whose source row is gone (orphans) and clears its cursor.
+deletes vectors whose source row is gone (orphans), settles the kind's search-index debt
+(each debt row tried once per run) and clears its cursor. Kinds: the user-owned ones of
+``vector_kinds.KINDS`` (memory, job, package) and the builtin ``capability``.
 """
 
 from __future__ import annotations
@@ -16,14 +18,13 @@ from datetime import timedelta
 
 from django.db import transaction
 
-from apps.packages.models import McpMemory
-from apps.packages.models.mcp import MemoryStatus
-from apps.packages.services import search_index
+from apps.packages.services import index_debt, search_index
 from apps.packages.services.search import index_capabilities
+from apps.packages.services.vector_kinds import KINDS, Kind, index_rows, live_vector_ids
 from kody.kv import store
 from kody.vectors import index
 
-KINDS = ("memory", "capability")
+CHOICES = (*KINDS, "capability")
 # A cursor names no user (its scope is hashed) and expires, so deletion need not find it.
 CURSOR_TTL = timedelta(days=7)
 Progress = Callable[[int], None]
@@ -60,30 +61,27 @@ def cursor_key(kind: str, user_id: str | None) -> str:
     return f"reindex-cursor:v1:{kind}:{scope}"
 
 
-def memory_total(opts: Options) -> int:
-    return _memories(opts).count()
+def total(kind: str, opts: Options) -> int | None:
+    return KINDS[kind].rows(opts.user_id).count() if kind in KINDS else None
 
 
-def _memories(opts: Options):  # type: ignore[no-untyped-def]
-    rows = McpMemory.objects.all()
-    return rows.filter(user_id=opts.user_id) if opts.user_id else rows
-
-
-def reindex_memories(opts: Options, summary: Summary, progress: Progress) -> None:
-    key = cursor_key("memory", opts.user_id)
+def reindex_rows(kind_name: str, opts: Options, summary: Summary, progress: Progress) -> None:
+    """One user-owned kind: keyset batches by id, the orphan sweep, then the kind's debt."""
+    kind = KINDS[kind_name]
+    key = cursor_key(kind_name, opts.user_id)
     saved = store.get_json(key) if opts.resume else None
     after: str | None = saved["after"] if saved else None
     if not opts.resume:
         store.delete(key)
     while True:
-        rows = _memories(opts).order_by("id")
+        rows = kind.rows(opts.user_id).order_by("id")
         if after is not None:
             rows = rows.filter(id__gt=after)
         batch = list(rows[: opts.batch_size])
         if not batch:
             break
         with transaction.atomic():
-            result = search_index.index_memories(batch, force=opts.force)
+            result = index_rows(kind, batch, force=opts.force)
             after = batch[-1].id
             store.put_json(key, {"after": after}, ttl=CURSOR_TTL)
         summary.scanned += len(batch)
@@ -93,32 +91,38 @@ def reindex_memories(opts: Options, summary: Summary, progress: Progress) -> Non
         progress(len(batch))
         if opts.throttle:
             time.sleep(opts.throttle)
-    summary.deleted_orphans += _sweep_memory_orphans(opts)
+    summary.deleted_orphans += _sweep_orphans(kind, opts)
+    _drain_debt(kind_name, opts, summary)
     store.delete(key)
 
 
-def _sweep_memory_orphans(opts: Options) -> int:
-    """Vectors of kind memory whose row is gone, deleted, or belongs to someone else."""
+def _sweep_orphans(kind: Kind, opts: Options) -> int:
+    """Vectors of the kind whose row is gone, does not want one, or is someone else's."""
     deleted = 0
     after = None
-    while page := index.ids_after(opts.user_id, "memory", after, 1000):
+    while page := index.ids_after(opts.user_id, kind.name, after, 1000):
         after = page[-1]
-        live = set(
-            McpMemory.objects.filter(id__in={_raw_memory_id(vid) for _, vid in page})
-            .exclude(status=MemoryStatus.DELETED)
-            .values_list("user_id", "id")
-        )
+        live = live_vector_ids(kind, page)
         orphans: dict[str, list[str]] = {}
         for namespace, vid in page:
-            if (namespace, _raw_memory_id(vid)) not in live:
+            if (namespace, vid) not in live:
                 orphans.setdefault(namespace, []).append(vid)
         for namespace, vids in orphans.items():
             deleted += search_index.remove(namespace, vids)
     return deleted
 
 
-def _raw_memory_id(vid: str) -> str:
-    return vid.removeprefix(f"{search_index.MEMORY_PREFIX}_")
+def _drain_debt(kind: str, opts: Options, summary: Summary) -> None:
+    """Writes left pending (deferred or failed) are settled now, each tried once per run."""
+    after = 0
+    while True:
+        report = index_debt.drain(
+            limit=opts.batch_size, user_id=opts.user_id, kinds=[kind], due_only=False, after=after
+        )
+        if not report.handled:
+            return
+        summary.embedded += report.embedded
+        after = report.last_id
 
 
 def reindex_capabilities(opts: Options, summary: Summary, progress: Progress) -> None:

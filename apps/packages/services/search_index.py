@@ -7,29 +7,76 @@ the same hash embeds nothing and writes no vector. ``force`` ignores the hashes:
 losing vectors while the skip rows survived. Bump ``FINGERPRINT_VERSION`` when the metadata
 contract changes.
 
-Embedding is inline: the default model embeds a short text in tens of microseconds
-(ADR 0009), so a write and its vector commit together and nothing is pending afterwards.
+Writes reach this module through ``apps.packages.services.index_debt.changed``, which embeds
+inline or defers to a task (ADR 0018). ``sync`` times every small embed call it makes
+(``speed``), which is what ``KODY_EMBED_MODE=auto`` decides by.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections import defaultdict
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Q
 
-from apps.packages.models import McpMemory, VectorEmbedFingerprint
-from apps.packages.models.mcp import MemoryStatus
+from apps.packages.models import VectorEmbedFingerprint
 from kody.embeddings import Embedder, get_embedder
 from kody.vectors import index
-from kody.vectors.ids import vector_id
 
 FINGERPRINT_VERSION = 1
 EMBED_TEXT_LIMIT = 2000  # characters of embed text that count (and are embedded)
+
+
+# A call this small is what a write makes; reindex batches are not a request's latency.
+SMALL_CALL_TEXTS = 8
+SPEED_SMOOTHING = 0.2
+
+
+class Speed:
+    """A moving average of how long the embedder takes per small call, in this process.
+    The first call is not counted: it loads the model."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls = 0
+        self.average_ms: float | None = None
+
+    def record(self, texts: int, seconds: float) -> None:
+        if texts > SMALL_CALL_TEXTS:
+            return
+        with self._lock:
+            self._calls += 1
+            if self._calls == 1:
+                return
+            ms = seconds * 1000
+            previous = self.average_ms
+            self.average_ms = (
+                ms if previous is None else previous + SPEED_SMOOTHING * (ms - previous)
+            )
+
+    def slow(self) -> bool:
+        average = self.average_ms
+        return average is not None and average > settings.KODY_EMBED_INLINE_BUDGET_MS
+
+    def reset(self) -> None:
+        with self._lock:
+            self._calls, self.average_ms = 0, None
+
+
+speed = Speed()
+
+
+def embed_timed(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+    started = time.perf_counter()
+    vectors = embedder.embed(texts)
+    speed.record(len(texts), time.perf_counter() - started)
+    return vectors
 
 
 @dataclass(frozen=True)
@@ -73,7 +120,7 @@ def sync(docs: Sequence[Doc], *, force: bool = False) -> SyncResult:
         if known.get((d.namespace, d.vector_id)) != prints[(d.namespace, d.vector_id)]
     ]
     if todo:
-        vectors = embedder.embed([d.text[:EMBED_TEXT_LIMIT] for d in todo])
+        vectors = embed_timed(embedder, [d.text[:EMBED_TEXT_LIMIT] for d in todo])
         builtin: list[index.Item] = []
         owned: list[tuple[str, index.Item]] = []
         for doc, vector in zip(todo, vectors, strict=True):
@@ -128,37 +175,3 @@ def _record(docs: Sequence[Doc], prints: dict[tuple[str, str], str]) -> None:
         unique_fields=["user_id", "vector_id"],
         update_fields=["fingerprint", "updated_at"],
     )
-
-
-# --- memories ------------------------------------------------------------------------------
-
-MEMORY_PREFIX = "memory"
-
-
-def memory_vector_id(memory_id: str) -> str:
-    return vector_id(MEMORY_PREFIX, memory_id)
-
-
-def memory_doc(memory: McpMemory) -> Doc:
-    metadata: dict[str, Any] = {"kind": "memory", "userId": memory.user_id, "status": memory.status}
-    if memory.category:
-        metadata["category"] = memory.category
-    text = "\n".join(
-        part
-        for part in (memory.subject, memory.summary, memory.details, " ".join(memory.tags_json))
-        if part
-    )
-    return Doc(memory.user_id, memory_vector_id(memory.id), text, metadata)
-
-
-def index_memories(memories: Sequence[McpMemory], *, force: bool = False) -> SyncResult:
-    """Active and archived memories have a vector; a deleted one has none."""
-    live = [m for m in memories if m.status != MemoryStatus.DELETED]
-    result = sync([memory_doc(m) for m in live], force=force)
-    gone: dict[str, list[str]] = defaultdict(list)
-    for m in memories:
-        if m.status == MemoryStatus.DELETED:
-            gone[m.user_id].append(memory_vector_id(m.id))
-    for namespace, ids in gone.items():
-        result.removed += remove(namespace, ids)
-    return result

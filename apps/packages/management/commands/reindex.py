@@ -13,11 +13,11 @@ from apps.packages.services import reindex
 
 
 class Command(BaseCommand):
-    help = "Rebuild memory and builtin capability vectors; skips unchanged ones unless --force."
+    help = "Rebuild vectors (memory, job, package, capability); skips unchanged unless --force."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--kind", action="append", choices=reindex.KINDS, help="repeatable; default: all"
+            "--kind", action="append", choices=reindex.CHOICES, help="repeatable; default: all"
         )
         parser.add_argument("--user", metavar="EMAIL", help="only this account's vectors")
         parser.add_argument("--force", action="store_true", help="ignore fingerprints")
@@ -28,7 +28,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        kinds = options["kind"] or list(reindex.KINDS)
+        kinds = options["kind"] or list(reindex.CHOICES)
         user_id = self._user_id(options["user"])
         if options["batch_size"] < 1:
             raise CommandError("--batch-size must be at least 1")
@@ -43,10 +43,12 @@ class Command(BaseCommand):
         for kind in kinds:
             if kind == "capability" and user_id:
                 continue  # builtins belong to no account
-            total = reindex.memory_total(opts) if kind == "memory" else None
+            total = reindex.total(kind, opts)
             with tqdm(total=total, desc=kind, unit="row", file=sys.stderr, disable=None) as bar:
-                run = reindex.reindex_memories if kind == "memory" else reindex.reindex_capabilities
-                run(opts, summary, bar.update)
+                if kind == "capability":
+                    reindex.reindex_capabilities(opts, summary, bar.update)
+                else:
+                    reindex.reindex_rows(kind, opts, summary, bar.update)
         self.stdout.write(summary.line())
 
     def _user_id(self, email: str | None) -> str | None:
