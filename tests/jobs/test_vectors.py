@@ -54,9 +54,7 @@ def test_scheduling_a_job_writes_its_vector_and_search_finds_it(owner, owner_key
 def test_renaming_rewrites_the_vector_and_deleting_removes_it(owner, owner_key):
     job = rest(owner_key, "jobSchedule", BACKUP)[1]
     before = job_vectors(owner)[f"job_{job['id']}"].embedding
-    assert (
-        rest(owner_key, "jobUpdate", {"jobId": job["id"], "name": "Water the plants"})[0] == 200
-    )
+    assert rest(owner_key, "jobUpdate", {"jobId": job["id"], "name": "Water the plants"})[0] == 200
     after = job_vectors(owner)[f"job_{job['id']}"].embedding
     assert list(after) != list(before)
     assert rest(owner_key, "jobDelete", {"jobId": job["id"]})[0] == 200
