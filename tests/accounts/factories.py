@@ -1,15 +1,18 @@
 """factory_boy factories for the accounts app: people (verified by default; operators; plans and
-Stripe subscriptions), access tokens, email claims, social logins and referrals."""
+Stripe subscriptions), access tokens, and one factory for each other accounts model (mailed
+tokens, second factors, flags, platform rows, campaigns, operator records, audit events)."""
 
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from typing import Any
 
 import factory
 from django.utils import timezone
 from factory.django import DjangoModelFactory, Password
 
+from apps.accounts import models as acc
 from apps.accounts.models import (
     AccessToken,
     EmailClaimStatus,
@@ -140,3 +143,208 @@ class ReferralFactory(DjangoModelFactory):
     referee = factory.SubFactory(UserFactory)
     referrer_stable_user_id = factory.LazyAttribute(lambda row: row.referrer.stable_user_id)
     referee_stable_user_id = factory.LazyAttribute(lambda row: row.referee.stable_user_id)
+
+
+in_an_hour = factory.LazyFunction(lambda: timezone.now() + timedelta(hours=1))
+a_token_hash = factory.LazyFunction(lambda: hash_secret(secrets.token_urlsafe(16)))
+
+
+class PasswordResetFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.PasswordReset
+
+    user = factory.SubFactory(UserFactory)
+    token_hash = a_token_hash
+    expires_at = in_an_hour
+
+
+class EmailVerificationFactory(PasswordResetFactory):
+    class Meta:
+        model = acc.EmailVerification
+
+
+class PendingEmailChangeFactory(PasswordResetFactory):
+    class Meta:
+        model = acc.PendingEmailChange
+
+    new_email = factory.Sequence(lambda n: f"changed{n}@example.com")
+
+
+class PendingEmailClaimReleaseFactory(PasswordResetFactory):
+    class Meta:
+        model = acc.PendingEmailClaimRelease
+
+    email = factory.Sequence(lambda n: f"released{n}@example.com")
+
+
+class VerificationFactory(DjangoModelFactory):
+    """A TOTP second factor for a person (``target`` is the user's primary key)."""
+
+    class Meta:
+        model = acc.Verification
+
+    type = "2fa"
+    target = factory.LazyFunction(lambda: str(UserFactory().pk))
+    secret = factory.LazyFunction(lambda: secrets.token_hex(10))
+    algorithm = "SHA1"
+    digits = 6
+    period = 30
+    char_set = "0123456789"
+
+
+class PasskeyFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.Passkey
+
+    id = factory.Sequence(lambda n: f"cred-{n}")
+    aaguid = "0"
+    public_key = factory.LazyFunction(lambda: secrets.token_hex(32))
+    user = factory.SubFactory(UserFactory)
+    webauthn_user_handle = factory.Sequence(lambda n: f"handle-{n}")
+    device_type = "singleDevice"
+    name = "laptop"
+
+
+class InviteFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.Invite
+
+    code = factory.Sequence(lambda n: f"welcome-{n}")
+    created_by = factory.SubFactory(UserFactory)
+
+
+class UsernameRedirectFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.UsernameRedirect
+
+    old_username = factory.Sequence(lambda n: f"formerly{n}")
+    user_id = factory.LazyFunction(lambda: UserFactory().stable_user_id)
+
+
+class AccountWriteLeaseRepairFactory(DjangoModelFactory):
+    """An operator's repair of a stuck write lease (the lease token is a credential)."""
+
+    class Meta:
+        model = acc.AccountWriteLeaseRepair
+
+    target_user_id = factory.LazyFunction(lambda: UserFactory().stable_user_id)
+    repaired_by_user_id = factory.LazyFunction(lambda: UserFactory(operator=True).stable_user_id)
+    lease_token = factory.LazyFunction(lambda: secrets.token_hex(16))
+    lease_holder = "job"
+    lease_acquired_at = factory.LazyFunction(timezone.now)
+    reason = "stuck"
+
+
+class McpAgentSessionFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.McpAgentSession
+
+    do_id = factory.Sequence(lambda n: f"do-{n}")
+    user_id = factory.LazyFunction(lambda: UserFactory().stable_user_id)
+
+
+class AuditEventFactory(DjangoModelFactory):
+    """A row in the audit database (its own alias, as the router sends it)."""
+
+    class Meta:
+        model = acc.AuditEvent
+        database = "audit"
+
+    category = "auth"
+    action = "login"
+    result = "success"
+
+
+class FeatureFlagFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.FeatureFlag
+
+    key = factory.Sequence(lambda n: f"beta-{n}")
+
+
+class FeatureFlagUserOverrideFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.FeatureFlagUserOverride
+
+    flag_key = factory.LazyFunction(lambda: FeatureFlagFactory().key)
+    user = factory.SubFactory(UserFactory)
+    enabled = True
+
+
+class PlatformOAuthAppFactory(DjangoModelFactory):
+    """An operator-registered OAuth app (the client secret is stored encrypted)."""
+
+    class Meta:
+        model = acc.PlatformOAuthApp
+
+    slug = "google"
+    provider = "google"
+    client_id = "client-1"
+    client_secret_encrypted = "PLATFORM-CIPHERTEXT"
+    token_url = "https://oauth.example.com/token"
+    authorize_url = "https://oauth.example.com/authorize"
+    flow = "confidential"
+
+
+class SiteBannerFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.SiteBanner
+
+    title = "Maintenance"
+
+
+class SiteBannerDismissalFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.SiteBannerDismissal
+
+    banner = factory.SubFactory(SiteBannerFactory)
+    user = factory.SubFactory(UserFactory)
+
+
+class PlatformProviderMarkFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.PlatformProviderMark
+
+    slug = "github"
+    label = "GitHub"
+
+
+class UserUsageCampaignFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.UserUsageCampaign
+
+    user_id = factory.LazyFunction(lambda: UserFactory().stable_user_id)
+    state = "Activated"
+    entered_at = factory.LazyFunction(timezone.now)
+    last_evaluated_at = factory.LazyFunction(timezone.now)
+    origin = "event"
+
+
+class UserUsageCampaignSendFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.UserUsageCampaignSend
+
+    user_id = factory.LazyFunction(lambda: UserFactory().stable_user_id)
+    state = "Activated"
+    template = "welcome"
+    send_index = 1
+
+
+class UserTipsEmailOptOutFactory(DjangoModelFactory):
+    class Meta:
+        model = acc.UserTipsEmailOptOut
+
+    user_id = factory.LazyFunction(lambda: UserFactory().stable_user_id)
+
+
+class AccountDeletionFactory(DjangoModelFactory):
+    """A deletion an operator requested for ``subject`` (a person; not stored itself)."""
+
+    class Meta:
+        model = acc.AccountDeletion
+        exclude = ("subject",)
+
+    subject = factory.SubFactory(UserFactory)
+    subject_user_id = factory.LazyAttribute(lambda row: row.subject.stable_user_id)
+    subject_db_id = factory.LazyAttribute(lambda row: row.subject.pk)
+    requested_by = "operator"

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
-
 import pytest
 from django.contrib import admin
 from django.contrib.admin.utils import quote
 from django.urls import reverse
-from django.utils import timezone
 
 from apps.accounts import models as acc
 from apps.entitlements import models as ent
-from apps.jobs import models as jobs
 from apps.system_email import models as se
+from tests.accounts import factories as f
+from tests.entitlements import factories as ent_f
+from tests.jobs import factories as jobs_f
+from tests.system_email import factories as se_f
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
 MY_APPS = {"accounts", "entitlements", "jobs", "system_email"}
 SECRET = "SENTINEL-credential-value"
-SOON = timezone.now() + timedelta(hours=1)
 UID = "a" * 64
 
 
@@ -38,138 +37,54 @@ def staff(operator_client):
 @pytest.fixture
 def rows(owner) -> list:
     """One row per model, with a recognisable value in every credential column."""
-    now = timezone.now()
-    banner = acc.SiteBanner.objects.create(title="Maintenance")
-    message = se.SystemEmailMessage.objects.create(
-        direction="inbound", from_address="a@x.io", processing_status="stored"
-    )
+    banner = f.SiteBannerFactory()
+    message = se_f.SystemEmailMessageFactory()
     return [
         owner,
         acc.UserEmailClaim.objects.get(user=owner),  # the cast holds its live claim
-        acc.PasswordReset.objects.create(user=owner, token_hash=SECRET + "1", expires_at=SOON),
-        acc.EmailVerification.objects.create(user=owner, token_hash=SECRET + "2", expires_at=SOON),
-        acc.PendingEmailChange.objects.create(
-            user=owner, token_hash=SECRET + "3", new_email="new@x.io", expires_at=SOON
+        f.PasswordResetFactory(user=owner, token_hash=SECRET + "1"),
+        f.EmailVerificationFactory(user=owner, token_hash=SECRET + "2"),
+        f.PendingEmailChangeFactory(user=owner, token_hash=SECRET + "3"),
+        f.PendingEmailClaimReleaseFactory(user=owner, token_hash=SECRET + "4"),
+        f.VerificationFactory(target=str(owner.pk), secret=SECRET + "5"),
+        f.PasskeyFactory(user=owner, public_key=SECRET + "6"),
+        f.OAuthConnectionFactory(user=owner),
+        f.InviteFactory(created_by=owner),
+        f.UsernameRedirectFactory(user_id=UID),
+        f.AccountWriteLeaseRepairFactory(
+            target_user_id=UID, repaired_by_user_id=UID, lease_token=SECRET + "7"
         ),
-        acc.PendingEmailClaimRelease.objects.create(
-            user=owner, token_hash=SECRET + "4", email="old@x.io", expires_at=SOON
-        ),
-        acc.Verification.objects.create(
-            type="2fa",
-            target=str(owner.pk),
-            secret=SECRET + "5",
-            algorithm="SHA1",
-            digits=6,
-            period=30,
-            char_set="0123456789",
-        ),
-        acc.Passkey.objects.create(
-            id="cred-1",
-            aaguid="0",
-            public_key=SECRET + "6",
-            user=owner,
-            webauthn_user_handle="h",
-            device_type="singleDevice",
-            name="laptop",
-        ),
-        acc.OAuthConnection.objects.create(provider_name="github", provider_id="1", user=owner),
-        acc.Invite.objects.create(code="welcome", created_by=owner),
-        acc.UsernameRedirect.objects.create(old_username="old", user_id=UID),
-        acc.AccountWriteLeaseRepair.objects.create(
-            target_user_id=UID,
-            repaired_by_user_id=UID,
-            lease_token=SECRET + "7",
-            lease_holder="job",
-            lease_acquired_at=now,
-            reason="stuck",
-        ),
-        acc.McpAgentSession.objects.create(do_id="do-1", user_id=UID),
-        acc.AuditEvent.objects.create(category="auth", action="login", result="success"),
-        acc.FeatureFlag.objects.create(key="beta"),
-        acc.FeatureFlagUserOverride.objects.create(flag_key="beta", user=owner, enabled=True),
-        acc.FeatureFlagExposureRollup.objects.create(
-            flag_key="beta", user_id=UID, day=now.date(), enabled=True, source="eval"
-        ),
-        acc.PlatformOAuthApp.objects.create(
-            slug="github",
-            provider="github",
-            client_id="cid",
-            client_secret_encrypted=SECRET + "8",
-            token_url="https://x.io/t",
-            authorize_url="https://x.io/a",
-            flow="confidential",
-        ),
+        f.McpAgentSessionFactory(user_id=UID),
+        f.AuditEventFactory(),
+        f.FeatureFlagFactory(key="beta"),
+        f.FeatureFlagUserOverrideFactory(flag_key="beta", user=owner),
+        f.FeatureFlagExposureRollupFactory(flag_key="beta", user_id=UID),
+        f.PlatformOAuthAppFactory(slug="github", client_secret_encrypted=SECRET + "8"),
         banner,
-        acc.SiteBannerDismissal.objects.create(banner=banner, user=owner),
-        acc.PlatformProviderMark.objects.create(slug="github", label="GitHub"),
-        acc.PlatformFeedback.objects.create(
-            submitter_user_id=UID,
-            category="bug",
-            summary="Broken",
-            details="d",
-            submitter_username="u",
-            submitter_email="u@x.io",
-        ),
-        acc.UserUsageCampaign.objects.create(
-            user_id=UID, state="Activated", entered_at=now, last_evaluated_at=now, origin="event"
-        ),
-        acc.UserUsageCampaignSend.objects.create(
-            user_id=UID, state="Activated", template="welcome", send_index=1
-        ),
-        acc.UserTipsEmailOptOut.objects.create(user_id=UID),
-        acc.Referral.objects.create(referrer_stable_user_id=UID, referee_stable_user_id="b" * 64),
-        ent.UsageRollup.objects.create(user_id=UID, metric="execute", month="2026-11"),
-        ent.UsageEvent.objects.create(user_id=UID, metric="execute"),
-        ent.StripeWebhookEvent.objects.create(event_id="evt_1", event_type="invoice.paid"),
-        ent.ComputeOverageInvoice.objects.create(
-            user_id=UID,
-            month="2026-11",
-            unique_worker_days=1,
-            unique_worker_day_cents=1,
-            durable_object_rows_read=1,
-            durable_object_rows_read_cents=1,
-            total_cents=2,
-            disposition="dry_run",
-            status="dry_run",
-        ),
-        ent.D1StorageReconcileCursor.objects.get(),
-        jobs.Job.objects.create(
-            id="job-1",
-            user_id=UID,
-            name="nightly",
-            source_id="s",
-            storage_id="job:1",
-            schedule_json={},
-            timezone="UTC",
-            caller_context_json={},
-            next_run_at=now,
-            claim_token=SECRET + "9",
-        ),
-        jobs.ArchivedJobArtifact.objects.create(
-            job_id="job-0",
-            user_id=UID,
-            source_id="s",
-            published_commit="c",
-            storage_id="job:0",
-            retain_until=now,
-        ),
-        jobs.JobsWorkerState.objects.create(key="watchdog", value="{}"),
-        se.SystemEmailThread.objects.create(subject_normalized="hello", last_message_at=now),
+        f.SiteBannerDismissalFactory(banner=banner, user=owner),
+        f.PlatformProviderMarkFactory(),
+        f.PlatformFeedbackFactory(submitter_user_id=UID),
+        f.UserUsageCampaignFactory(user_id=UID),
+        f.UserUsageCampaignSendFactory(user_id=UID),
+        f.UserTipsEmailOptOutFactory(user_id=UID),
+        f.ReferralFactory(referrer_stable_user_id=UID, referee_stable_user_id="b" * 64),
+        ent_f.UsageRollupFactory(user_id=UID),
+        ent_f.UsageEventFactory(user_id=UID),
+        ent_f.StripeWebhookEventFactory(),
+        ent_f.ComputeOverageInvoiceFactory(user_id=UID),
+        ent.D1StorageReconcileCursor.objects.get(),  # seeded singleton
+        jobs_f.JobFactory(user_id=UID, claim_token=SECRET + "9"),
+        jobs_f.ArchivedJobArtifactFactory(user_id=UID),
+        jobs_f.JobsWorkerStateFactory(),
+        se_f.SystemEmailThreadFactory(),
         message,
-        se.SystemEmailAttachment.objects.create(
-            message=message, content_type="text/plain", storage_kind="raw-mime"
+        se_f.SystemEmailAttachmentFactory(message=message),
+        se_f.SystemEmailDeliveryEventFactory(
+            message=message, storage_lease=SECRET + "10", finalization_token=SECRET + "11"
         ),
-        se.SystemEmailDeliveryEvent.objects.create(
-            event_type="received",
-            message=message,
-            storage_lease=SECRET + "10",
-            finalization_token=SECRET + "11",
-        ),
-        se.SystemEmailDailyCounter.objects.create(local_part="support", day=date(2026, 11, 1)),
-        se.SystemEmailGraphAuthority.objects.get(),
-        acc.AccountDeletion.objects.create(
-            subject_user_id=owner.stable_user_id, subject_db_id=owner.pk, requested_by="operator"
-        ),
+        se_f.SystemEmailDailyCounterFactory(),
+        se.SystemEmailGraphAuthority.objects.get(),  # seeded singleton
+        f.AccountDeletionFactory(subject=owner),
     ]
 
 

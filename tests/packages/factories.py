@@ -7,12 +7,12 @@ from datetime import timedelta
 from typing import Any
 
 import factory
-from django.apps import apps
 from django.db import models
 from django.utils import timezone
 from factory.django import DjangoModelFactory
 
 from apps.packages import models as p
+from tests.accounts.factories import PlatformOAuthAppFactory
 from tests.rows import ALICE, BOB, registers
 
 __all__ = ["ALICE", "BOB", "make", "platform_app"]
@@ -27,17 +27,7 @@ def _factory(model: type[models.Model], **fields: Any) -> type[DjangoModelFactor
 
 def platform_app(slug: str = "google", **kw: Any) -> models.Model:
     """An operator-registered OAuth app (accounts' ``PlatformOAuthApp``)."""
-    model = apps.get_model("accounts", "PlatformOAuthApp")
-    fields = {
-        "slug": slug,
-        "provider": "google",
-        "client_id": "client-1",
-        "client_secret_encrypted": "PLATFORM-CIPHERTEXT",
-        "token_url": "https://oauth.example.com/token",
-        "authorize_url": "https://oauth.example.com/authorize",
-        "flow": "confidential",
-    }
-    return model.objects.create(**{**fields, **kw})
+    return PlatformOAuthAppFactory(slug=slug, **kw)
 
 
 McpUserServerInstructionsFactory = _factory(
