@@ -200,6 +200,8 @@ KODY_SECRET_KEY_ID = envstr("KODY_SECRET_KEY_ID")
 # holding its shard's batch.
 KODY_ACTOR_LOCK_TIMEOUT_MS = envint("KODY_ACTOR_LOCK_TIMEOUT_MS", 5000)
 KODY_ACTOR_STATEMENT_TIMEOUT_MS = envint("KODY_ACTOR_STATEMENT_TIMEOUT_MS", 30000)
+# Tables only where used (kody.userschema.tablesets); off creates every table with the schema.
+KODY_LAZY_ACTOR_TABLES = envbool("KODY_LAZY_ACTOR_TABLES", True)
 # The kernel asks this callable whether stable ids are live accounts or being deleted
 # (kody.userschema.accounts.AccountDirectory); the kernel never imports apps.*.
 KODY_ACCOUNT_DIRECTORY = "apps.accounts.kernel.account_states"

@@ -448,6 +448,11 @@ class ActorSurface:
 
     ``export_pages`` may be ``None`` only with a ``note`` saying why nothing is exported;
     ``blob_references`` is ``None`` for an actor that stores no blob keys.
+
+    An actor that declares ``tables`` gets them the first time it runs for a user
+    (``kody.userschema.tablesets``). Until then it has no state: export shows its section
+    with an empty page and deletion skips its hooks (``has_actor_state``), so neither
+    creates tables only to read nothing.
     """
 
     actor: str  # the actor's wire name (``Actor.name``)
@@ -459,6 +464,13 @@ class ActorSurface:
 
 
 _ACTOR_SURFACES: dict[str, ActorSurface] = {}
+
+# Product actor tables that every user schema gets at creation, by app, with the reason. Any
+# other product actor table must be in some actor's ``tables`` (created on first use); the
+# guardrail test holds both lists to the models.
+EAGER_ACTOR_APPS = {
+    "entitlements": "UserMeter: every user is metered from their first call",
+}
 
 
 def register_actor(surface: ActorSurface) -> ActorSurface:

@@ -12,6 +12,9 @@ holding the user's owner-row lock, with ``search_path`` on the user's schema::
                    limit=500)
     UserMeter.cast(user_id, "prune")   # returns at once
 
+Declare the actor models a subclass uses in ``tables``: they are created for a user the first
+time the actor runs for them, so a user who never gets mail has no mail tables.
+
 Arguments and results travel as JSON. A method may use the ORM on actor models and on public
 models alike (both are on the search path) and must not do non-transactional side effects
 directly: write them to the outbox (``kody.outbox.enqueue``), which commits with the call and
@@ -29,6 +32,7 @@ from typing import Any, ClassVar
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from kody.actors.errors import UnknownActor, UnknownMethod
+from kody.userschema import tablesets
 from kody.userschema.models import UserSchema
 
 RESERVED_PARAMETERS = frozenset({"timeout", "idempotency_key"})
@@ -46,6 +50,10 @@ class CallContext:
 
 class Actor:
     name: ClassVar[str] = ""
+    # The actor models this actor uses: created in a user's schema the first time the actor
+    # runs for that user (``kody.userschema.tablesets``). Empty: it uses only the tables
+    # every schema has (the kernel's, and actor models no actor claims).
+    tables: ClassVar[tuple[type, ...]] = ()
     _exposed: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, context: CallContext) -> None:
@@ -63,6 +71,8 @@ class Actor:
         if existing is not None and existing.__qualname__ != cls.__qualname__:
             raise TypeError(f"two actors are named {cls.name!r}")
         _registry[cls.name] = cls
+        if cls.tables:
+            tablesets.declare(cls.name, cls.tables)
 
     @property
     def user_id(self) -> str:

@@ -104,6 +104,11 @@ class _Group:
     indexes: list[int] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
 
+    @property
+    def actors(self) -> set[str]:
+        # Their table sets are created on their first call (kody.userschema.tablesets).
+        return {call.actor for call in self.calls}
+
 
 def execute(calls: Sequence[Call], using: str = DEFAULT_DB_ALIAS) -> list[Outcome]:
     """Run calls and return their outcomes in the same order. Raises only if the database is
@@ -138,7 +143,7 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
     for index, group in enumerate(groups):
         try:
             # Its own transaction when it creates.
-            ensure_schema(group.user_id, using)
+            ensure_schema(group.user_id, using, actors=group.actors)
             batched.append(index)
         except Exception as exc:
             if isinstance(exc, DatabaseError) and not _usable(using):
@@ -212,7 +217,7 @@ def _refuse(group: _Group, exc: Exception) -> list[Outcome]:
 
 def _run_group(group: _Group, using: str) -> list[Outcome]:
     try:
-        ensure_schema(group.user_id, using)
+        ensure_schema(group.user_id, using, actors=group.actors)
         if connections[using].in_atomic_block:
             _check_lock_order(group.user_id, using)
         try:
@@ -224,7 +229,7 @@ def _run_group(group: _Group, using: str) -> list[Outcome]:
             if not _usable(using):
                 raise
             known.forget(group.user_id)
-            ensure_schema(group.user_id, using)
+            ensure_schema(group.user_id, using, actors=group.actors)
             return _transaction(group, using, savepoints=True)
     except _REFUSED as exc:
         return _refuse(group, exc)

@@ -7,6 +7,7 @@ still only ever addresses one user.
 
 from __future__ import annotations
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -24,6 +25,8 @@ class UserSchema(models.Model):
     # methods run from then on); after the schema is purged the row stays, version 0, so
     # nothing can recreate the schema; cleared by ``finish_deletion``.
     deleting_at = models.DateTimeField(null=True, blank=True)
+    # The actors whose tables this schema holds (``kody.userschema.tablesets``); NULL: all.
+    table_sets = ArrayField(models.CharField(max_length=200), null=True, blank=True)
 
     class Meta:
         db_table = "kody_user_schemas"

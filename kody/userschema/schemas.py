@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.utils import CursorWrapper
 
 from kody.errors import AccountDeleting
+from kody.userschema import tablesets
 from kody.userschema.accounts import AccountState, NoLiveAccount, account_state
 from kody.userschema.actor_models import schema_version
 from kody.userschema.ddl import SchemaDDL, compile_schema
@@ -65,23 +67,28 @@ class UpgradePlan:
 
 
 class _KnownSchemas:
-    """Schemas this process has seen at the current version (bounded LRU)."""
+    """Schemas this process has seen at the current version, with the table sets they hold
+    (None: all), as a bounded LRU."""
 
     def __init__(self, size: int = 100_000) -> None:
         self._size = size
-        self._items: OrderedDict[str, str] = OrderedDict()
+        self._items: OrderedDict[str, tuple[str, frozenset[str] | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, user_id: str) -> str | None:
-        with self._lock:
-            schema = self._items.get(user_id)
-            if schema is not None:
-                self._items.move_to_end(user_id)
-            return schema
+        entry = self.entry(user_id)
+        return None if entry is None else entry[0]
 
-    def add(self, user_id: str, schema: str) -> None:
+    def entry(self, user_id: str) -> tuple[str, frozenset[str] | None] | None:
         with self._lock:
-            self._items[user_id] = schema
+            entry = self._items.get(user_id)
+            if entry is not None:
+                self._items.move_to_end(user_id)
+            return entry
+
+    def add(self, user_id: str, schema: str, sets: frozenset[str] | None = None) -> None:
+        with self._lock:
+            self._items[user_id] = (schema, sets)
             self._items.move_to_end(user_id)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
@@ -98,9 +105,12 @@ class _KnownSchemas:
 known = _KnownSchemas()
 
 
-def _remember_after_commit(user_id: str, schema: str, using: str) -> None:
+def _remember_after_commit(
+    user_id: str, schema: str, using: str, sets: list[str] | frozenset[str] | None = None
+) -> None:
     # A rolled-back creation (e.g. inside a caller's failed transaction) must not be cached.
-    transaction.on_commit(lambda: known.add(user_id, schema), using=using)
+    frozen = None if sets is None else frozenset(sets)
+    transaction.on_commit(lambda: known.add(user_id, schema, frozen), using=using)
 
 
 def create_schema(
@@ -108,19 +118,31 @@ def create_schema(
     *,
     version: int | None = None,
     ddl: SchemaDDL | None = None,
+    table_sets: Iterable[str] | None = (),
     using: str = DEFAULT_DB_ALIAS,
 ) -> str:
     """Create the user's schema at ``version`` (default: current); a no-op if it exists.
 
-    ``ddl`` replaces the compiled actor models (benchmarks time larger table sets with it)."""
-    ddl = ddl or compile_schema(version, using)
+    It holds the eager tables plus the sets of the actors in ``table_sets``
+    (``kody.userschema.tablesets``); ``None`` (or lazy tables switched off) creates every
+    table. ``ddl`` replaces the compiled actor models (benchmarks time larger table sets)."""
+    if ddl is None:
+        ddl = compile_schema(version, using)
+        if tablesets.enabled() and table_sets is not None:
+            table_sets = sorted(tablesets.needed(table_sets))
+            ddl = tablesets.subset(ddl, tablesets.tables_of(table_sets))
+        else:
+            table_sets = None
+    else:
+        table_sets = None
     schema = schema_name_for(user_id)
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
         _refuse_unless_live(user_id, using)
         cursor.execute(
-            f"INSERT INTO {REGISTRY} (user_id, schema_name, version, created_at, upgraded_at)"
-            " VALUES (%s, %s, %s, now(), now()) ON CONFLICT DO NOTHING RETURNING schema_name",
-            [user_id, schema, ddl.version],
+            f"INSERT INTO {REGISTRY} (user_id, schema_name, version, created_at, upgraded_at,"
+            " table_sets) VALUES (%s, %s, %s, now(), now(), %s)"
+            " ON CONFLICT DO NOTHING RETURNING schema_name",
+            [user_id, schema, ddl.version, table_sets],
         )
         if cursor.fetchone() is None:
             return _existing_or_collision(cursor, user_id, schema)
@@ -138,7 +160,7 @@ def create_schema(
     if orphan:
         return upgrade_schema(user_id, using=using).schema
     if ddl.version == schema_version():
-        _remember_after_commit(user_id, schema, using)
+        _remember_after_commit(user_id, schema, using, table_sets)
     return schema
 
 
@@ -171,7 +193,10 @@ def _adopt_orphan(cursor: CursorWrapper, user_id: str, schema: str) -> None:
         owner = row[0] if row else None
     if owner != user_id:
         raise SchemaNameCollision(f"schema {schema} exists but is not owned by this user")
-    cursor.execute(f"UPDATE {REGISTRY} SET version = 1 WHERE user_id = %s", [user_id])
+    # Which tables it holds is not known: NULL (all), so the upgrade completes every set.
+    cursor.execute(
+        f"UPDATE {REGISTRY} SET version = 1, table_sets = NULL WHERE user_id = %s", [user_id]
+    )
 
 
 def _existing_or_collision(cursor: CursorWrapper, user_id: str, schema: str) -> str:
@@ -234,15 +259,22 @@ def missing_statements(found: Introspection, ddl: SchemaDDL) -> list[str]:
 
 
 def _registry_row(cursor: CursorWrapper, user_id: str, *, lock: bool = False) -> tuple[str, int]:
+    schema, version, _ = _registry_sets(cursor, user_id, lock=lock)
+    return schema, version
+
+
+def _registry_sets(
+    cursor: CursorWrapper, user_id: str, *, lock: bool = False
+) -> tuple[str, int, list[str] | None]:
     cursor.execute(
-        f"SELECT schema_name, version FROM {REGISTRY} WHERE user_id = %s"
+        f"SELECT schema_name, version, table_sets FROM {REGISTRY} WHERE user_id = %s"
         + (" FOR UPDATE" if lock else ""),
         [user_id],
     )
     row = cursor.fetchone()
     if row is None:
         raise SchemaMissing(user_id)
-    return row[0], row[1]
+    return row[0], row[1], row[2]
 
 
 def upgrade_schema(
@@ -256,10 +288,11 @@ def upgrade_schema(
             return UpgradePlan(user_id, schema, version, version, (), ())
         owner_lock = (f"SELECT 1 FROM {OWNER_TABLE} WHERE id = 1 FOR UPDATE", ())
         with user_schema_scope(schema, using, then=[owner_lock]):
-            schema, version = _registry_row(cursor, user_id, lock=True)
+            schema, version, created = _registry_sets(cursor, user_id, lock=True)
             if version >= target or version == PURGED:  # changed while we waited
                 return UpgradePlan(user_id, schema, version, version, (), ())
-            ddl = compile_schema(None, using)
+            # Only the tables this schema holds: a set not created yet stays absent.
+            ddl = tablesets.subset(compile_schema(None, using), tablesets.tables_of(created))
             statements = missing_statements(introspect(cursor, schema, ddl), ddl)
             steps = steps_between(version, target)
             plan = UpgradePlan(
@@ -276,33 +309,85 @@ def upgrade_schema(
             f"UPDATE {REGISTRY} SET version = %s, upgraded_at = now() WHERE user_id = %s",
             [target, user_id],
         )
-    _remember_after_commit(user_id, schema, using)
+    _remember_after_commit(user_id, schema, using, created)
     return plan
 
 
-def ensure_schema(user_id: str, using: str = DEFAULT_DB_ALIAS, *, create: bool = True) -> str:
-    """The user's schema, upgraded on first access and cached per process; created if missing
-    and ``create`` (only for a live account, see ``create_schema``). Raises ``NoLiveAccount``
-    when there is none and none may be made, ``AccountDeleting`` after a purge."""
-    schema = known.get(user_id)
-    if schema is not None:
-        return schema
+def ensure_schema(
+    user_id: str,
+    using: str = DEFAULT_DB_ALIAS,
+    *,
+    create: bool = True,
+    actors: Iterable[str] = (),
+) -> str:
+    """The user's schema, upgraded on first access and cached per process, holding the table
+    sets of ``actors`` (created on their first call); created if missing and ``create``
+    (only for a live account, see ``create_schema``). Raises ``NoLiveAccount`` when there is
+    none and none may be made, ``AccountDeleting`` after a purge."""
+    entry = known.entry(user_id)
+    if entry is not None and (entry[1] is None or entry[1].issuperset(actors)):
+        return entry[0]  # the hot path: every call after the first in this process
+    wanted = tablesets.needed(actors)
+    if entry is not None and entry[1] is not None and entry[1] >= wanted:
+        return entry[0]
     with connections[using].cursor() as cursor:
         cursor.execute(
-            f"SELECT schema_name, version, deleting_at FROM {REGISTRY} WHERE user_id = %s",
+            f"SELECT schema_name, version, deleting_at, table_sets FROM {REGISTRY}"
+            " WHERE user_id = %s",
             [user_id],
         )
         row = cursor.fetchone()
     if row is None:
         if not create:
             raise NoLiveAccount(details={"user_id": user_id})
-        return create_schema(user_id, using=using)
-    if row[1] == PURGED:
+        return create_schema(user_id, table_sets=wanted, using=using)
+    schema, version, _, created = row
+    if version == PURGED:
         raise AccountDeleting()
-    if row[1] < schema_version():
-        return upgrade_schema(user_id, using=using).schema
-    _remember_after_commit(user_id, row[0], using)
-    return row[0]
+    if version < schema_version():
+        schema = upgrade_schema(user_id, using=using).schema
+    if created is not None and not wanted <= set(created):
+        created = create_table_sets(user_id, wanted, using=using)
+    _remember_after_commit(user_id, schema, using, created)
+    return schema
+
+
+def create_table_sets(
+    user_id: str, actors: Iterable[str], using: str = DEFAULT_DB_ALIAS
+) -> list[str] | None:
+    """Create the tables of ``actors`` in the user's (current-version) schema, in one
+    transaction under the owner-row lock; returns the registry's ``table_sets`` after."""
+    wanted = tablesets.needed(actors)
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        schema, _ = _registry_row(cursor, user_id)
+        owner_lock = (f"SELECT 1 FROM {OWNER_TABLE} WHERE id = 1 FOR UPDATE", ())
+        with user_schema_scope(schema, using, then=[owner_lock]):
+            schema, version, created = _registry_sets(cursor, user_id, lock=True)
+            if created is None or wanted <= set(created) or version == PURGED:
+                return created
+            after = sorted(set(created) | wanted)
+            ddl = tablesets.subset(compile_schema(None, using), tablesets.tables_of(after))
+            statements = missing_statements(introspect(cursor, schema, ddl), ddl)
+            if statements:
+                cursor.execute("\n".join(statements))
+        cursor.execute(
+            f"UPDATE {REGISTRY} SET table_sets = %s WHERE user_id = %s", [after, user_id]
+        )
+    return after
+
+
+def has_actor_state(user_id: str, actor: str, using: str = DEFAULT_DB_ALIAS) -> bool:
+    """Whether ``actor`` has tables for this user yet. Export and deletion skip the hooks of
+    an actor that never ran: calling them would create its tables only to read nothing. An
+    actor without a set of its own uses the tables every schema has: always True."""
+    if actor not in tablesets.sets():
+        return True
+    with connections[using].cursor() as cursor:
+        cursor.execute(f"SELECT table_sets, version FROM {REGISTRY} WHERE user_id = %s", [user_id])
+        row = cursor.fetchone()
+    if row is None or row[1] == PURGED:
+        return False
+    return tablesets.is_created(row[0], actor)
 
 
 # The version of a tombstone whose schema is gone: nothing to upgrade, nothing to reach.

@@ -171,6 +171,25 @@ def test_every_actor_hook_is_an_exposed_deletion_safe_method():
             assert is_deletion_safe(actor, hook), f"{name}.{hook} lacks @deletion_safe"
 
 
+def test_every_product_actor_table_is_created_on_first_use_or_eager_with_a_reason():
+    from apps.accounts.surfaces import EAGER_ACTOR_APPS
+    from kody.userschema import actor_models, tablesets
+
+    _product_actors()
+    lazy = frozenset().union(*tablesets.sets().values())
+    undecided = sorted(
+        model._meta.db_table
+        for model in actor_models()
+        if model.__module__.startswith("apps.")
+        and model._meta.db_table not in lazy
+        and model._meta.app_label not in EAGER_ACTOR_APPS
+    )
+    assert not undecided, (
+        f"actor tables neither in an actor's `tables` nor in EAGER_ACTOR_APPS: {undecided}"
+    )
+    assert all(reason.strip() for reason in EAGER_ACTOR_APPS.values())
+
+
 # --- blob and KV key families --------------------------------------------------------------
 
 

@@ -238,10 +238,17 @@ def _billing(deletion: AccountDeletion, owner: Owner, report: StepReport) -> Non
 def _out_of_band(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
     from kody import blobs
     from kody.kv import store
-    from kody.userschema.schemas import purge_schema
+    from kody.userschema.schemas import has_actor_state, purge_schema
     from kody.vectors import index
 
     surfaces = actor_surfaces() if deletion.result.get("actor_state", True) else {}
+    # An actor that never ran for this user has no tables (kody.userschema.tablesets): its
+    # hooks would create them only to find nothing, so they are skipped.
+    surfaces = {
+        name: surface
+        for name, surface in surfaces.items()
+        if has_actor_state(owner.stable_id, surface.actor)
+    }
     # Blobs by reference, captured from each actor before its rows go.
     removed = 0
     for surface in surfaces.values():

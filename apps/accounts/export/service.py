@@ -46,6 +46,7 @@ from apps.accounts.surfaces import (
 from kody.actors.base import actor_named
 from kody.blobs import buckets
 from kody.errors import BadRequest, KodyError, NotFound
+from kody.userschema.schemas import has_actor_state
 
 SCHEMA_VERSION = 1
 PAGE_MAX = 500
@@ -275,6 +276,10 @@ def _mask_other_parties(target: TableTarget, owner: Owner, row: dict[str, Any]) 
 
 def _actor_page(owner: Owner, name: str, surface: Any, cursor: str | None, limit: int) -> dict:
     inner = _open(owner, name, cursor)
+    if not has_actor_state(owner.stable_id, surface.actor):
+        # The actor never ran for this user: its tables do not exist, and calling it would
+        # create them only to read nothing (kody.userschema.tablesets).
+        return {"section": name, "actor": surface.actor, "page": {}, "nextCursor": None}
     actor = actor_named(surface.actor)
     page = actor.call(owner.stable_id, surface.export_pages, cursor=inner, limit=limit)
     inner_next = page.pop("next_cursor", None)

@@ -88,6 +88,7 @@ def retry_delay(attempt: int) -> timedelta:
 
 class JobManager(Actor):
     name = "jobs.JobManager"
+    tables = am.RUN_TABLES  # it records runs through records.py
 
     # --- writes to the user's jobs -----------------------------------------------------
 

@@ -227,3 +227,17 @@ class StorageEntry(ActorModel):
 
     class Meta:
         db_table = "storage_entries"
+
+
+# The RunLog's tables, which JobManager writes too (``records``): created for a user the first
+# time either runs for them (``kody.userschema.tablesets``).
+RUN_TABLES = (
+    RunLogMeta,
+    Run,
+    RunLogLine,
+    PackageInvocationLedger,
+    WorkflowProjection,
+    JobRunObservability,
+    PackageRunSuccess,
+    ActivationMilestone,
+)

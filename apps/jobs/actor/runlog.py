@@ -37,6 +37,7 @@ class RunNotFound(LookupError):
 
 class RunLog(Actor):
     name = "jobs.RunLog"
+    tables = m.RUN_TABLES
 
     def record(self, run: dict[str, Any], lines: list[dict[str, Any]] | None = None) -> str:
         return records.record_run(run, lines)

@@ -38,6 +38,7 @@ def _size(key: str, value: Any) -> int:
 
 class StorageRunner(Actor):
     name = "jobs.StorageRunner"
+    tables = (m.StorageEntry,)
 
     def get_value(self, storage_id: str, key: str) -> dict[str, Any]:
         row = m.StorageEntry.objects.filter(storage_id=storage_id, key=key).first()

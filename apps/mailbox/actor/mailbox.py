@@ -168,6 +168,17 @@ def normalize_subject(subject: str) -> str:
 
 class Mailbox(Actor):
     name = "mailbox.Mailbox"
+    tables = (
+        m.MailboxMeta,
+        m.MailboxOwnerIdentity,
+        m.EmailThread,
+        m.EmailMessage,
+        m.EmailAttachment,
+        m.EmailDeliveryEvent,
+        m.EmailOutboundProviderIndexRepair,
+        m.EmailMessageRetentionRetry,
+        m.EmailMessageDeletionTombstone,
+    )
 
     # --- owner identity --------------------------------------------------------------------
 
