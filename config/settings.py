@@ -200,6 +200,11 @@ KODY_SECRET_KEY_ID = envstr("KODY_SECRET_KEY_ID")
 # holding its shard's batch.
 KODY_ACTOR_LOCK_TIMEOUT_MS = envint("KODY_ACTOR_LOCK_TIMEOUT_MS", 5000)
 KODY_ACTOR_STATEMENT_TIMEOUT_MS = envint("KODY_ACTOR_STATEMENT_TIMEOUT_MS", 30000)
+# Bounded backend memory (kody.actors.recycle): a shard consumer reconnects after touching
+# this many user schemas, or once its backend holds more than this many MB (0: off).
+# Defaults measured with benchmarks/fleet.py (benchmarks/README.md).
+KODY_ACTOR_RECYCLE_SCHEMAS = envint("KODY_ACTOR_RECYCLE_SCHEMAS", 1000)
+KODY_ACTOR_RECYCLE_MEMORY_MB = envint("KODY_ACTOR_RECYCLE_MEMORY_MB", 128)
 # Tables only where used (kody.userschema.tablesets); off creates every table with the schema.
 KODY_LAZY_ACTOR_TABLES = envbool("KODY_LAZY_ACTOR_TABLES", True)
 # The kernel asks this callable whether stable ids are live accounts or being deleted

@@ -113,6 +113,7 @@ class ShardConsumer(threading.Thread):
         from django.conf import settings
 
         from kody.actors import transport
+        from kody.actors.recycle import Recycler
 
         super().__init__(name=f"actors.shard-{shard}", daemon=True)
         self.shard = shard
@@ -141,6 +142,7 @@ class ShardConsumer(threading.Thread):
         self._session: Any = None  # the psycopg connection the epoch row names
         self._db: Any = None  # this thread's Django connection (the heartbeat cancels on it)
         self._busy = False  # inside a batch's database work
+        self.recycler = Recycler()  # bounded backend memory (kody.actors.recycle)
 
     # --- fenced Redis operations ----------------------------------------------------------
 
@@ -310,6 +312,7 @@ class ShardConsumer(threading.Thread):
         )
         if taken is None:
             raise FenceLost(f"shard {self.shard}: epoch {epoch} lost before answering")
+        self.recycler.after_batch(call.user_id for call in calls)
         return list(taken)
 
     def _execute_until_done(self, execute: Any, calls: list[Any]) -> list[Any]:
