@@ -153,3 +153,14 @@ def test_auto_mode_defers_once_the_measured_embedder_is_slow(settings):
     assert index_debt.deferred()
     settings.KODY_EMBED_MODE = "inline"
     assert not index_debt.deferred()
+
+
+def test_nothing_is_indexed_for_an_account_being_deleted(owner, outsider, deferred):
+    memories.upsert(owner.stable_user_id, **TEA)
+    memories.upsert(outsider.stable_user_id, subject="Cats", summary="Has two cats.")
+    type(owner).objects.filter(pk=owner.pk).update(deleting_at=timezone.now())
+    index_debt.drain()
+    assert vectors_of(owner) == 0 and vectors_of(outsider) == 1
+    assert SearchIndexDebt.objects.get().user_id == owner.stable_user_id  # kept, untouched
+    call_command("reindex", "--kind", "memory", stdout=io.StringIO(), stderr=io.StringIO())
+    assert vectors_of(owner) == 0

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from apps.accounts.models import User
 from apps.packages.models import SearchIndexDebt
 from apps.packages.services import search_index
 from apps.packages.services.vector_kinds import KINDS, index_sources
@@ -135,6 +136,11 @@ def drain(
             rows = rows.filter(user_id=user_id)
         if kinds is not None:
             rows = rows.filter(kind__in=list(kinds))
+        # An account being deleted keeps its debt untouched: its rows go in the deletion's
+        # database step, and a released deletion drains it then.
+        rows = rows.exclude(
+            user_id__in=User.objects.filter(deleting_at__isnull=False).values("stable_user_id")
+        )
         taken = list(rows.order_by("id")[:limit])
         groups: dict[tuple[str, str], list[SearchIndexDebt]] = defaultdict(list)
         for debt in taken:

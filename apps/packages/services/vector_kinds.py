@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db import models
 
+from apps.accounts.models import User
 from apps.jobs.models import Job
 from apps.jobs.schedules import describe
 from apps.packages.models import McpMemory, SavedPackage
@@ -93,8 +94,11 @@ def index_rows(kind: Kind, rows: Sequence[Any], *, force: bool = False) -> SyncR
     """Upsert the vectors of rows that want one; remove those of rows that do not."""
     docs: list[Doc] = []
     unwanted: dict[str, list[str]] = defaultdict(list)
+    leaving = deleting_owners({row.user_id for row in rows})
     for row in rows:
         doc = kind.doc(row)
+        if row.user_id in leaving:
+            continue  # the deletion job has removed (or will remove) this owner's vectors
         if doc is None:
             unwanted[row.user_id].append(kind.vector_id(row.id))
         else:
@@ -103,6 +107,16 @@ def index_rows(kind: Kind, rows: Sequence[Any], *, force: bool = False) -> SyncR
     for namespace, ids in unwanted.items():
         result.removed += search_index.remove(namespace, ids)
     return result
+
+
+def deleting_owners(user_ids: Iterable[str]) -> set[str]:
+    """Owners whose account deletion has begun: no vector may be written for them again, or
+    one written after the deletion's vector step would outlive the account."""
+    ids = set(user_ids)
+    if not ids:
+        return set()
+    rows = User.objects.filter(stable_user_id__in=ids, deleting_at__isnull=False)
+    return set(rows.values_list("stable_user_id", flat=True))
 
 
 def index_sources(
