@@ -217,6 +217,9 @@ CELERY_TASK_ROUTES = {"kody.lanes.*": {"queue": "default"}}
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # At most this many due jobs claimed per JobManager alarm; a backlog re-arms about 1 s later.
 KODY_MAX_DUE_JOBS_PER_ALARM = envint("KODY_MAX_DUE_JOBS_PER_ALARM", 25)
+# A claimed job run's lease: a run whose worker died is retried once it runs out. Longer than
+# any capability call (actor calls time out after 30 s); the outage tests shorten it.
+KODY_JOB_LEASE_SECONDS = envint("KODY_JOB_LEASE_SECONDS", 120)
 
 # --- Storages (one per R2 bucket of the original) ------------------------------------------
 S3_ENDPOINT_URL = envstr("KODY_S3_ENDPOINT_URL")

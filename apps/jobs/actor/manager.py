@@ -40,8 +40,9 @@ from kody.fields import new_id
 log = logging.getLogger("apps.jobs")
 
 # Longer than any single capability call may take (actor calls time out after 30 s), short
-# enough that a killed worker delays an every-minute job by about two occurrences.
-LEASE = timedelta(minutes=2)
+# enough that a killed worker delays an every-minute job by about two occurrences
+# (``KODY_JOB_LEASE_SECONDS``, 120; read once per process).
+LEASE = timedelta(seconds=settings.KODY_JOB_LEASE_SECONDS)
 # Occurrences missed (worker or beat down) run late, in order, once each; older ones are
 # skipped so a long outage does not turn into a storm of catch-up runs.
 CATCH_UP = timedelta(minutes=15)
