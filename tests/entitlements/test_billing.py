@@ -15,6 +15,7 @@ from apps.entitlements.models import StripeWebhookEvent
 from apps.entitlements.plans import Plan
 from apps.entitlements.services import billing
 from apps.entitlements.services.plan_cache import cached_plan
+from tests.entitlements.factories import StripeWebhookEventFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -296,9 +297,7 @@ def test_old_webhook_events_are_pruned_after_30_days(db):
 
     from django.utils import timezone
 
-    StripeWebhookEvent.objects.create(event_id="evt_new", event_type="x")
-    StripeWebhookEvent.objects.create(
-        event_id="evt_old", event_type="x", processed_at=timezone.now() - timedelta(days=31)
-    )
+    StripeWebhookEventFactory(event_id="evt_new")
+    StripeWebhookEventFactory(event_id="evt_old", processed_at=timezone.now() - timedelta(days=31))
     assert billing.prune_webhook_events() == 1
     assert list(StripeWebhookEvent.objects.values_list("event_id", flat=True)) == ["evt_new"]

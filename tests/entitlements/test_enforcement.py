@@ -13,6 +13,7 @@ from apps.accounts.models import User
 from apps.entitlements import services
 from apps.entitlements.services import LimitReached
 from kody.errors import KodyError
+from tests.packages.factories import UserStorageBucketFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -137,19 +138,10 @@ def test_assert_within_a_byte_cap(owner):
 
 
 def test_assert_within_storage_counts_bucket_estimates(owner):
-    from django.apps import apps
-
-    try:
-        bucket = apps.get_model("packages", "UserStorageBucket")
-    except LookupError:
-        pytest.skip("packages models not present")
-    from django.utils import timezone
-
-    bucket.objects.create(
+    UserStorageBucketFactory(
         user_id=owner.stable_user_id,
         storage_id="job:1",
         kind="job",
-        last_seen_at=timezone.now(),
         estimated_bytes=16 * 1024 * 1024,
     )
     with pytest.raises(LimitReached):

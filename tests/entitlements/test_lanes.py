@@ -6,7 +6,6 @@ from datetime import timedelta
 from unittest import mock
 
 import pytest
-from django.apps import apps as django_apps
 from django.utils import timezone
 
 from apps.entitlements.actor import StripePlanRefresh, UserMeter
@@ -15,6 +14,7 @@ from apps.entitlements.services import reconcile, storage, usage
 from kody.lanes import registry, run_lane
 from kody.userschema.models import UserSchema
 from tests.entitlements.factories import StripeWebhookEventFactory, UsageRollupFactory
+from tests.packages.factories import McpUserServerInstructionsFactory, UserStorageBucketFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -24,13 +24,6 @@ LANES = {
     "usage_aggregation": "hourly",
     "entitlements_retention": "hourly",
 }
-
-
-def model(label: str):  # type: ignore[no-untyped-def]
-    try:
-        return django_apps.get_model(*label.split("."))
-    except LookupError:
-        pytest.skip(f"{label} not present")
 
 
 def test_lanes_are_registered_with_their_cadence():
@@ -50,9 +43,8 @@ def cursor_at_start() -> None:
 def test_reconcile_walks_users_in_bounded_slices_and_wraps(
     owner, outsider, operator, cursor_at_start
 ):
-    instructions = model("packages.McpUserServerInstructions")
     for user in (owner, outsider, operator):
-        instructions.objects.create(user_id=user.stable_user_id, instructions="x" * 100)
+        McpUserServerInstructionsFactory(user_id=user.stable_user_id, instructions="x" * 100)
     ordered = sorted(u.stable_user_id for u in (owner, outsider, operator))
 
     first = reconcile.reconcile_next(2)
@@ -96,21 +88,11 @@ def test_reconcile_lane_runs_and_logs_metrics(owner, caplog):
 
 
 def test_bucket_estimate_backfill_measures_only_unmeasured_buckets(owner):
-    bucket = model("packages.UserStorageBucket")
-    now = timezone.now()
-    bucket.objects.create(
-        user_id=owner.stable_user_id, storage_id="job:a", kind="job", last_seen_at=now
+    UserStorageBucketFactory(user_id=owner.stable_user_id, storage_id="job:a", kind="job")
+    UserStorageBucketFactory(
+        user_id=owner.stable_user_id, storage_id="job:b", kind="job", estimated_bytes=5
     )
-    bucket.objects.create(
-        user_id=owner.stable_user_id,
-        storage_id="job:b",
-        kind="job",
-        last_seen_at=now,
-        estimated_bytes=5,
-    )
-    bucket.objects.create(
-        user_id=owner.stable_user_id, storage_id="x:c", kind="unknown", last_seen_at=now
-    )
+    UserStorageBucketFactory(user_id=owner.stable_user_id, storage_id="x:c", kind="unknown")
     seen: list[tuple[str, str]] = []
     storage.register_bucket_estimator("job", lambda uid, sid: seen.append((uid, sid)) or 4096)
     try:

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apps.entitlements.actor import USER_METER_VERSION, UnknownResource, UserMeter
 from kody.userschema.naming import schema_name_for
+from tests.packages.factories import McpUserServerInstructionsFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -208,14 +209,8 @@ def test_set_storage_bytes_is_absolute_and_can_compare_revisions(owner):
 
 
 def test_reconcile_measures_the_owners_public_rows(owner, outsider):
-    from django.apps import apps
-
-    try:
-        instructions = apps.get_model("packages", "McpUserServerInstructions")
-    except LookupError:
-        pytest.skip("packages models not present")
-    instructions.objects.create(user_id=owner.stable_user_id, instructions="y" * 3000)
-    instructions.objects.create(user_id=outsider.stable_user_id, instructions="z" * 9000)
+    McpUserServerInstructionsFactory(user_id=owner.stable_user_id, instructions="y" * 3000)
+    McpUserServerInstructionsFactory(user_id=outsider.stable_user_id, instructions="z" * 9000)
     result = meter(owner, "reconcile_storage_bytes")
     assert 3000 <= result["bytes"] < 9000
     assert meter(owner, "read_storage_bytes")["bytes"] == result["bytes"]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from django.apps import apps as django_apps
 
 from apps.entitlements.services import storage
 from apps.entitlements.services.usage import record_usage
+from tests.packages.factories import McpUserServerInstructionsFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -18,17 +18,9 @@ def _fresh_sql():
     storage.reset_payload_sql_cache()
 
 
-def _instructions_model():
-    try:
-        return django_apps.get_model("packages", "McpUserServerInstructions")
-    except LookupError:
-        pytest.skip("packages models not present")
-
-
 def test_payload_bytes_grow_with_the_owners_rows_only(owner, outsider):
-    Instructions = _instructions_model()
     assert storage.payload_bytes(owner.stable_user_id) == 0
-    Instructions.objects.create(user_id=owner.stable_user_id, instructions="x" * 5000)
+    McpUserServerInstructionsFactory(user_id=owner.stable_user_id, instructions="x" * 5000)
     mine = storage.payload_bytes(owner.stable_user_id)
     assert mine >= 5000
     assert storage.payload_bytes(outsider.stable_user_id) == 0

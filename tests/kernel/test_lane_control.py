@@ -15,6 +15,7 @@ from kody.lanes import Cadence, LaneRun, control, registry
 from kody.lanes.models import LaneControl, LaneRunRecord
 from kody.lanes.tasks import dispatch, run
 from tests.clock import FROZEN_AT
+from tests.kernel.factories import LaneControlFactory, LaneRunRecordFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -88,7 +89,7 @@ def test_a_lane_resumed_after_missing_its_hourly_window_catches_up_on_the_next_t
     lanes, enqueued, operator_client
 ):
     lanes("test_hourly", lambda run: None, cadence=Cadence.HOURLY)
-    LaneRunRecord.objects.create(lane="test_hourly", last_started_at=at(12, 0))
+    LaneRunRecordFactory(lane="test_hourly", last_started_at=at(12, 0))
     control.sync()
     act(operator_client, "pause_lanes", "test_hourly")
     enqueued.clear()
@@ -147,7 +148,7 @@ def test_the_lane_list_shows_cadence_state_last_run_and_next_window(
 ):
     frozen_clock.move_to(FROZEN_AT + timedelta(minutes=7))
     lanes("test_listed", lambda run: None, cadence=Cadence.HOURLY)
-    LaneRunRecord.objects.create(
+    LaneRunRecordFactory(
         lane="test_listed",
         last_started_at=FROZEN_AT,
         last_finished_at=FROZEN_AT,
@@ -172,7 +173,7 @@ def test_the_lane_list_shows_cadence_state_last_run_and_next_window(
 def test_a_lane_that_code_no_longer_declares_shows_as_retired_and_never_runs(
     lanes, enqueued, operator_client, caplog
 ):
-    LaneControl.objects.create(name="test_gone")
+    LaneControlFactory(name="test_gone")
     lanes("test_retired", None, cadence=Cadence.RETIRED)
     page = operator_client.get(reverse(CHANGELIST)).content.decode()
     for name in ("test_gone", "test_retired"):
@@ -217,7 +218,7 @@ def test_next_window_follows_the_dispatchers_rules(
 
 def test_next_window_agrees_with_the_dispatcher_tick_by_tick(lanes, enqueued):
     lanes("test_agree", lambda run: None, cadence=Cadence.DAILY)
-    LaneRunRecord.objects.create(lane="test_agree", last_started_at=at(3, 0) - timedelta(days=1))
+    LaneRunRecordFactory(lane="test_agree", last_started_at=at(3, 0) - timedelta(days=1))
     now = at(1, 3)
     predicted = control.next_window(
         registry.get("test_agree"), now, last_started=at(3, 0) - timedelta(days=1)

@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from kody.lanes import Cadence, LaneRun, is_due, registry, run_lane
 from kody.lanes.models import LaneCursor
 from kody.lanes.tasks import backoff_seconds, dispatch
+from tests.kernel.factories import LaneCursorFactory, LaneRunRecordFactory
 
 
 def at(hour: int, minute: int) -> datetime:
@@ -139,7 +140,7 @@ def test_a_failing_lane_does_not_stop_its_sibling(lanes, celery_worker, caplog):
 @pytest.mark.django_db(transaction=True)
 def test_lock_contention_retries_three_times_then_stops(lanes, celery_worker, caplog, settings):
     settings.KODY_LANE_RETRY_BASE_SECONDS = 0
-    LaneCursor.objects.create(lane="test_lock_target")
+    LaneCursorFactory(lane="test_lock_target")
     attempts: list[int] = []
 
     def contended(run: LaneRun) -> None:
@@ -173,10 +174,8 @@ def _dispatched(enqueued: list[str], when: datetime) -> list[str]:
 def test_a_daily_lane_that_missed_its_window_runs_on_the_next_tick(lanes, enqueued, db):
     from datetime import timedelta
 
-    from kody.lanes.models import LaneRunRecord
-
     lanes("test_daily", lambda run: None, cadence=Cadence.DAILY)
-    LaneRunRecord.objects.create(lane="test_daily", last_started_at=at(3, 0) - timedelta(days=1))
+    LaneRunRecordFactory(lane="test_daily", last_started_at=at(3, 0) - timedelta(days=1))
     # Beat was down at 03:00: the 03:10 tick catches up, once.
     assert _dispatched(enqueued, at(3, 10)) == ["test_daily"]
     assert _dispatched(enqueued, at(3, 15)) == []  # still queued: not enqueued twice
@@ -186,7 +185,7 @@ def test_an_hourly_lane_that_ran_this_hour_is_not_caught_up(lanes, enqueued, db)
     from kody.lanes.models import LaneRunRecord
 
     lanes("test_hourly", lambda run: None, cadence=Cadence.HOURLY)
-    LaneRunRecord.objects.create(lane="test_hourly", last_started_at=at(13, 1))
+    LaneRunRecordFactory(lane="test_hourly", last_started_at=at(13, 1))
     assert _dispatched(enqueued, at(13, 40)) == []
     LaneRunRecord.objects.filter(lane="test_hourly").update(last_started_at=at(12, 0))
     assert _dispatched(enqueued, at(13, 40)) == ["test_hourly"]

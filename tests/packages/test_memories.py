@@ -6,6 +6,7 @@ import pytest
 
 from apps.packages.models import McpMemory, McpMemoryConversationSuppression, VectorEmbedFingerprint
 from kody.vectors.models import VectorEntry
+from tests.kernel.factories import VectorEntryFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
@@ -136,9 +137,8 @@ def test_search_ignores_a_crafted_vector_pointing_at_another_users_memory(
     # A vector in the outsider's own namespace that names the owner's memory id: the row
     # lookup is scoped by owner too, so it still finds nothing.
     source = VectorEntry.objects.get(vector_id=f"memory_{theirs['id']}")
-    VectorEntry.objects.create(
+    VectorEntryFactory(
         namespace=outsider.stable_user_id,
-        owner_user_id=outsider.stable_user_id,
         vector_id=source.vector_id,
         embedding=list(source.embedding),
         metadata={**source.metadata, "userId": outsider.stable_user_id},

@@ -9,6 +9,7 @@ from apps.packages.services.search import index_capabilities
 from kody.capabilities import all_capabilities
 from kody.vectors.index import BUILTIN_NAMESPACE
 from kody.vectors.models import VectorEntry
+from tests.kernel.factories import VectorEntryFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
@@ -28,11 +29,9 @@ def test_capability_vectors_live_in_the_builtin_namespace():
 
 
 def test_a_retired_capability_loses_its_vector():
-    VectorEntry.objects.create(
+    VectorEntryFactory(
         namespace=BUILTIN_NAMESPACE,
-        owner_user_id=BUILTIN_NAMESPACE,
         vector_id="goneCapability",
-        embedding=[0.1] * 256,
         metadata={"kind": "builtin", "domain": "old"},
     )
     _, stale = index_capabilities()
