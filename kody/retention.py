@@ -104,6 +104,7 @@ POLICIES: dict[str, str] = {
     "usage_rollups": "entitlements_retention",
     "mcp_memory_conversation_suppressions": "packages_retention",
     "agent_package_conversation_uses": "packages_retention",
+    "published_bundle_artifacts": "packages_retention",
     "feature_flag_exposure_rollups": "accounts_retention",
     "platform_feedback": "accounts_retention",
     "system_email_messages": "system_email_retention",
@@ -123,8 +124,6 @@ EXEMPT: dict[str, str] = {
 }
 
 # table -> the lane the seed names that nobody has built yet (an open gap, not an exemption)
-PENDING: dict[str, str] = {
-    "published_bundle_artifacts": "retention (30 days, not current, no active session)",
-}
+PENDING: dict[str, str] = {}
 
 GROWING_TABLES: tuple[str, ...] = tuple(sorted({*POLICIES, *EXEMPT, *PENDING}))

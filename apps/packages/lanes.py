@@ -9,8 +9,9 @@ from kody.retention import Policy, run_policies
 
 @lane("packages_retention", cadence=Cadence.HOURLY, budget_seconds=60, batch_size=1000)
 def packages_retention(run: LaneRun) -> None:
-    """Memory conversation suppressions expired and unseen for 90 days; conversation uses
-    180 days after the last (seed 000)."""
+    """Memory conversation suppressions expired and unseen for 90 days, bundle artifacts of
+    commits no longer published after 30 days, conversation uses 180 days after the last
+    (seed 000)."""
     run_policies(
         "packages_retention",
         [
@@ -19,6 +20,12 @@ def packages_retention(run: LaneRun) -> None:
                 lambda n: memories.prune_suppressions(batch=n),
                 run.batch_size,
                 "90 days unseen and expired",
+            ),
+            Policy(
+                "published_bundle_artifacts",
+                retention.prune_bundle_artifacts,
+                run.batch_size,
+                "30 days, not current, owner has no repo session",
             ),
             Policy(
                 "agent_package_conversation_uses",
