@@ -76,24 +76,49 @@ def _delete_message(msg: m.SystemEmailMessage) -> bool:
 
 
 def prune_batch(limit: int) -> Batch:
+    """One batch of each table (the lane runs them as separate ``kody.retention`` policies)."""
     done = Batch()
+    done.messages, done.blob_failures = _prune_messages(limit)
+    done.events = prune_events(limit)
+    done.counters = prune_counters(limit)
+    done.threads = prune_threads(limit)
+    return done
+
+
+def prune_messages(limit: int) -> int:
+    """Messages deleted; one whose blob delete failed stays, and a batch with failures comes
+    back short, so the lane does not spin on a blob store that is down."""
+    return _prune_messages(limit)[0]
+
+
+def _prune_messages(limit: int) -> tuple[int, int]:
+    deleted = failed = 0
     for msg in _candidates(limit):
         if _delete_message(msg):
-            done.messages += 1
+            deleted += 1
         else:
-            done.blob_failures += 1
-    now = timezone.now()
+            failed += 1
+    return deleted, failed
+
+
+def prune_events(limit: int) -> int:
     event_ids = list(
-        m.SystemEmailDeliveryEvent.objects.filter(created_at__lt=now - MAX_AGE)
+        m.SystemEmailDeliveryEvent.objects.filter(created_at__lt=timezone.now() - MAX_AGE)
         .exclude(state__in=[m.InboundState.PENDING, m.InboundState.STORING])
         .values_list("id", flat=True)[:limit]
     )
-    done.events, _ = m.SystemEmailDeliveryEvent.objects.filter(id__in=event_ids).delete()
-    stale_day = now.date() - timedelta(days=COUNTER_DAYS)
-    done.counters, _ = m.SystemEmailDailyCounter.objects.filter(day__lt=stale_day).delete()
+    return m.SystemEmailDeliveryEvent.objects.filter(id__in=event_ids).delete()[0]
+
+
+def prune_counters(limit: int) -> int:
+    """Daily counters older than a week (a handful of rows a day: one delete takes them all)."""
+    stale_day = timezone.now().date() - timedelta(days=COUNTER_DAYS)
+    return m.SystemEmailDailyCounter.objects.filter(day__lt=stale_day).delete()[0]
+
+
+def prune_threads(limit: int) -> int:
     used = m.SystemEmailMessage.objects.filter(thread__isnull=False).values("thread_id")
     orphan_ids = list(
         m.SystemEmailThread.objects.exclude(id__in=used).values_list("id", flat=True)[:limit]
     )
-    done.threads, _ = m.SystemEmailThread.objects.filter(id__in=orphan_ids).delete()
-    return done
+    return m.SystemEmailThread.objects.filter(id__in=orphan_ids).delete()[0]
