@@ -11,6 +11,7 @@ seconds here (``KODY_JOB_LEASE_SECONDS``) so a retry comes quickly.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from django.conf import settings
 from django.utils import timezone
 
@@ -28,7 +30,10 @@ from apps.jobs.actor import RunLog
 from apps.jobs.actor.manager import JobManager
 from apps.jobs.models import Job
 from apps.jobs.services.runner import wake_due_alarms
+from kody import embedded
 from kody.fields import new_id
+from kody.lanes import run_lane
+from kody.outbox.models import OutboxMessage
 from tests.accounts.factories import UserFactory
 from tests.kernel.conftest import clear_actor_queues, user_schemas_cleanup  # noqa: F401
 from tests.kernel.test_actor_crash import _database_url, start_worker
@@ -40,8 +45,6 @@ ENV = {"KODY_JOB_LEASE_SECONDS": str(LEASE_SECONDS)}
 
 
 def start_default_worker(extra_env: dict[str, str] | None = None) -> subprocess.Popen:
-    import os
-
     env = {
         **os.environ,
         "DATABASE_URL": _database_url(),
@@ -157,10 +160,6 @@ def test_a_worker_killed_mid_run_is_retried_after_its_lease_and_never_beside_it(
 def restart_redis_empty() -> None:
     """The session's Redis goes down and comes back with nothing in it: every queued message
     (the relay's kick included) and every actor-shard key is gone."""
-    import redis
-
-    from kody import embedded
-
     sock = Path(settings.REDIS_URL.removeprefix("unix://"))
     client = redis.Redis(unix_socket_path=str(sock))
     client.flushall()
@@ -175,9 +174,6 @@ def restart_redis_empty() -> None:
 
 
 def test_a_claim_whose_dispatch_was_lost_with_the_broker_runs_once(workers, tmp_path):
-    from kody.lanes import run_lane
-    from kody.outbox.models import OutboxMessage
-
     owner = UserFactory(plan="max")
     log = tmp_path / "probe.jsonl"
     log.touch()  # the probe only dies on a first run; this one must not
