@@ -1,4 +1,5 @@
-"""The builtin ``search``: find the capability for a task (and the user's related memories)."""
+"""The builtin ``search``: find the capability for a task (and the user's related memories,
+jobs and saved packages)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from kody.capabilities import Context, capability
     title="Search capabilities and memories",
     description=(
         "Rank the capabilities you can call (with their input schemas) and the user's "
-        "memories for a natural-language query. Optionally limit to one capability domain."
+        "memories, jobs and saved packages for a natural-language query. Optionally limit to "
+        "one capability domain."
     ),
     input_schema={
         "type": "object",
