@@ -189,6 +189,8 @@ def test_operator_maintenance_is_content_free_and_audited(owner, operator_key):
     assert status.status_code == 200
     assert status.json()["mailbox"]["messages"] == 1
     assert status.json()["userGraphAuthority"]["present"] is True
+    # The delivery's due-owner hint exists, not yet due (its lease is fresh).
+    assert (status.json()["inboundDueOwners"], status.json()["inboundDueOwnersDue"]) == (1, 0)
     assert "Very private subject" not in status.content.decode()
     retention = cap(
         operator_key,

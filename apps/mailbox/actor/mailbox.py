@@ -275,8 +275,8 @@ class Mailbox(Actor):
             self._mark_due(now + STALE_DELIVERY)
             if charge is None:
                 ev.save(force_insert=True)
-                return {"outcome": "claimed", "messageId": ev.detail_json["messageId"],
-                        "charged": False}  # fmt: skip
+                message_id = ev.detail_json["messageId"]
+                return {"outcome": "claimed", "messageId": message_id, "charged": False}
             return {"outcome": "storing", **self._begin_storing(ev, insert=True)}
         if ev.state == "orphan-cleaned":
             ev.state = "pending"
@@ -286,8 +286,8 @@ class Mailbox(Actor):
         if charge is None:
             if ev.state != "storing":
                 ev.save(update_fields=["state"])
-            return {"outcome": "retry", "messageId": message_id,
-                    "charged": ev.usage_started_at is not None}  # fmt: skip
+            charged = ev.usage_started_at is not None
+            return {"outcome": "retry", "messageId": message_id, "charged": charged}
         if ev.usage_started_at is None and not self._charge(delivery_id, charge):
             self.reject_delivery(delivery_id, "daily_limit_reached")
             return {"outcome": "rejected", "reason": "daily_limit_reached"}

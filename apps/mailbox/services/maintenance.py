@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Q
+from django.utils import timezone
 
 from apps.accounts.services.lookup import account_by_stable_id
 from apps.mailbox import models as pm
@@ -33,6 +34,10 @@ def status(user_id: str | None = None) -> dict[str, Any]:
             "repairOwners": pm.EmailOutboundProviderIndexRepairOwner.objects.count(),
         },
         "inboundDueOwners": pm.EmailInboundDueOwner.objects.count(),
+        # Due now: the reconcile lane has not visited them yet, or backed off after a failure.
+        "inboundDueOwnersDue": pm.EmailInboundDueOwner.objects.filter(
+            due_at__lte=timezone.now()
+        ).count(),
         "deliveryAlertEvents": pm.EmailDeliveryAlertEvent.objects.count(),
         "systemEmail": {
             "threads": sm.SystemEmailThread.objects.count(),
