@@ -8,8 +8,9 @@ it touches the shard. From then on:
 * every in-flight operation in Redis (take, replay, answer-and-delete, renew) is a Lua script
   that first checks the lease still holds the consumer's token and the epoch key its epoch
   (``kody.actors.worker``);
-* every batch transaction ends with :func:`check`: it locks the shard's epoch row and
-  compares it with the consumer's epoch before COMMIT. A consumer that lost its shard raises
+* every batch transaction ends with :func:`guard`: a statement that locks the shard's epoch
+  row if it still holds the consumer's epoch and fails otherwise, sent before COMMIT (in the
+  same round trip: the COMMIT only runs if it passed). A consumer that lost its shard raises
   :class:`FenceLost` there, so its transaction rolls back. The row lock orders the two
   consumers: the successor's epoch write waits for an old batch that passed the check to
   commit (its replay then finds the records), or the old batch sees the new epoch and
@@ -80,38 +81,36 @@ def holding(fence: Fence) -> Iterator[None]:
         _current.reset(token)
 
 
-def check(using: str = DEFAULT_DB_ALIAS) -> None:
-    """Inside a transaction, just before COMMIT: raise FenceLost unless this consumer's epoch
-    is still the shard's. A no-op outside a shard consumer (inline calls)."""
-    statement = check_statement()
-    if statement is None:
-        return
-    with connections[using].cursor() as cursor:
-        cursor.execute(*statement)
-        verify(cursor.fetchall())
+# SQLSTATE division_by_zero: what the guard raises when the epoch is not this consumer's.
+_GUARD_FAILED = "22012"
 
 
-def check_statement() -> tuple[str, list[int]] | None:
-    """The fence check as a statement, to send in the same round trip as the batch's last
-    writes (``kody.actors.runtime``); pass its rows to :func:`verify`. None outside a shard
-    consumer."""
+def guard() -> tuple[str, list[int]] | None:
+    """The fence check as one statement that fails unless this consumer's epoch is still the
+    shard's, locking the shard's row (``FOR UPDATE``) when it is: it can go out with the
+    batch's last writes and its COMMIT in one round trip (``kody.actors.runtime``), and an
+    error there means the COMMIT never runs. Turn the error into FenceLost with :func:`lost`.
+    None outside a shard consumer.
+
+    Under READ COMMITTED a claim updating the row first makes this wait, then re-read the row
+    (its new epoch no longer matches: zero rows), exactly like the compare it replaces."""
     fence = _current.get()
     if fence is None:
         return None
     return (
-        "SELECT epoch FROM kody_actor_shard_epochs WHERE shard = %s FOR UPDATE",
-        [fence.shard],
+        "SELECT 1 / count(*) FROM (SELECT 1 FROM kody_actor_shard_epochs"
+        " WHERE shard = %s AND epoch = %s FOR UPDATE) AS held",
+        [fence.shard, fence.epoch],
     )
 
 
-def verify(rows: list[tuple]) -> None:
-    """Raise FenceLost unless ``rows`` (from :func:`check_statement`) hold this epoch."""
+def lost(exc: BaseException) -> FenceLost | None:
+    """The FenceLost a failed :func:`guard` stands for (None for any other error)."""
     fence = _current.get()
-    if fence is None:
-        return
-    found = rows[0][0] if rows else None
-    if found != fence.epoch:
-        raise FenceLost(f"shard {fence.shard}: epoch {fence.epoch} superseded by {found}")
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    if fence is None or getattr(cause, "sqlstate", None) != _GUARD_FAILED:
+        return None
+    return FenceLost(f"shard {fence.shard}: epoch {fence.epoch} superseded")
 
 
 def floor(shard: int, using: str = DEFAULT_DB_ALIAS) -> int:

@@ -34,9 +34,10 @@ the rest are answered ``AccountDeleting``, unrecorded.
 A batch with one user, and every call made inside a caller's transaction (inline), runs as
 one transaction per user as before.
 
-Every transaction that commits calls ends with ``fence.check`` (``kody.actors.fence``): a
+Every transaction that commits calls ends with the fence guard (``kody.actors.fence``): a
 shard consumer that lost its shard raises ``FenceLost`` there, before COMMIT, and ``execute``
-lets it through without answering anyone.
+lets it through without answering anyone. The call records, the guard and the COMMIT go out
+in one round trip (``_finish``).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ from kody.errors import AccountDeleting
 from kody.userschema.accounts import NoLiveAccount
 from kody.userschema.naming import quoted
 from kody.userschema.schemas import REGISTRY, ensure_schema, known
-from kody.userschema.scope import Statement, pipelined, user_schema_scope
+from kody.userschema.scope import Statement, user_schema_scope
 
 log = logging.getLogger("kody.actors")
 
@@ -298,15 +299,32 @@ def _transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outcome
 
 
 def _finish(writes: list[Statement], using: str) -> None:
-    """Just before COMMIT: the call records of every user in the transaction and the fence
-    check, in one round trip (pipeline mode) instead of one per user plus one."""
-    check = fence.check_statement()
-    statements = [*writes, check] if check is not None else writes
+    """The end of a transaction that ran calls: every user's call records and the fence guard
+    in one round trip — and, when this is the outermost transaction, its COMMIT too.
+
+    They go out as one multi-statement query (client-side binding, simple protocol). A failure
+    anywhere (the guard's when the shard was lost) stops the statements after it, so the
+    COMMIT never runs and the ``atomic()`` block rolls back as usual. When it succeeds,
+    Postgres has committed: the block's own COMMIT on exit then finds no transaction open and
+    sends nothing (psycopg's ``commit()`` is a no-op when idle), and on-commit hooks run as
+    usual. Inside a caller's transaction (an inline call) nothing is committed here."""
+    connection = connections[using]
+    guard = fence.guard()
+    statements = [*writes, guard] if guard is not None else list(writes)
+    if len(connection.atomic_blocks) == 1 and not connection.needs_rollback:
+        statements.append(("COMMIT", ()))
     if not statements:
         return
-    rows = pipelined(connections[using], statements)
-    if check is not None:
-        fence.verify(rows[-1])
+    sql = ";\n".join(text for text, _ in statements)
+    params = [param for _, each in statements for param in each]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+    except DatabaseError as exc:
+        fenced = fence.lost(exc)
+        if fenced is not None:
+            raise fenced from exc
+        raise
 
 
 def _in_transaction(
