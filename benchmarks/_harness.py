@@ -65,11 +65,16 @@ def clear_actor_keys() -> None:
 
 
 @contextmanager
-def shard_worker(extra_env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
-    """A real Celery shard worker in its own process, on the benchmark database."""
+def shard_worker(
+    extra_env: dict[str, str] | None = None, processes: int | None = None
+) -> Iterator[list[subprocess.Popen]]:
+    """Real Celery shard workers on the benchmark database, spread over processes the way
+    ``manage.py up`` spreads them (``kody.actors.topology.shard_groups``): one process per
+    group, ``processes`` of them (default ``KODY_ACTOR_WORKER_PROCESSES``)."""
     from django.conf import settings
 
     from kody.actors import transport
+    from kody.actors.topology import shard_groups
 
     clear_actor_keys()
     env = {
@@ -80,38 +85,45 @@ def shard_worker(extra_env: dict[str, str] | None = None) -> Iterator[subprocess
         "KODY_ACTOR_LEASE_SECONDS": "2",
         **(extra_env or {}),
     }
-    argv = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "config",
-        "worker",
-        "-Q",
-        ",".join(transport.all_queue_names()),
-        "-P",
-        "solo",
-        "-c",
-        "1",
-        "-l",
-        "WARNING",
-        "--without-mingle",
-        "--without-gossip",
-        "--without-heartbeat",
-    ]
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    count = settings.KODY_ACTOR_WORKER_PROCESSES if processes is None else processes
+    procs = []
+    for index, group in enumerate(shard_groups(settings.KODY_ACTOR_SHARDS, count)):
+        argv = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "-n",
+            f"bench-actors{index}@%h",
+            "-Q",
+            ",".join(transport.queue_name(shard) for shard in group),
+            "-P",
+            "solo",
+            "-c",
+            "1",
+            "-l",
+            "WARNING",
+            "--without-mingle",
+            "--without-gossip",
+            "--without-heartbeat",
+        ]
+        procs.append(subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL))
     try:
         client = transport.client()
         deadline = time.monotonic() + 60
-        leases = [transport.lease_key(n) for n in range(len(transport.all_queue_names()))]
+        leases = [transport.lease_key(n) for n in range(settings.KODY_ACTOR_SHARDS)]
         while not all(client.exists(key) for key in leases):
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("shard worker did not start")
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError("shard workers did not start")
             time.sleep(0.05)
-        yield proc
+        yield procs
     finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=60)
 
 
 def celery_worker(queue: str) -> subprocess.Popen:

@@ -177,6 +177,28 @@ def meter_call(users: list[str]) -> Callable[[int], object]:
     return call
 
 
+def mixed_call(users: list[str]) -> Callable[[int], object]:
+    """Each caller alternates a meter charge and a RunLog write (a run with two log lines)
+    for its user: two actors of one user, interleaved, as an agent call does."""
+    from apps.entitlements.actor import UserMeter
+    from apps.jobs.actor import RunLog
+
+    turns: dict[int, int] = {}
+
+    def call(index: int) -> object:
+        user = users[index % len(users)]
+        turn = turns[index] = turns.get(index, 0) + 1
+        if turn % 2:
+            return UserMeter.call(
+                user, "consume", resource="execute_calls_per_day", day=DAY, limit=LIMIT
+            )
+        run = {"surface": "execute", "status": "running", "started_at": "2026-11-29T12:00:00+00:00"}
+        lines = [{"message": "started"}, {"message": f"turn {turn}", "fields": {"turn": turn}}]
+        return RunLog.call(user, "record", run, lines)
+
+    return call
+
+
 def celery_task_call() -> Callable[[int], object]:
     from benchmarks.celery_baseline import upsert
 
@@ -204,8 +226,9 @@ def main() -> None:
         UserMeter.call(user, "consume", resource="execute_calls_per_day", day=DAY, limit=LIMIT)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
-        f"Kernel actor benchmark ({seconds:g}s per row, {settings.KODY_ACTOR_SHARDS} shards, "
-        f"{os.cpu_count()} CPUs, load average {load})\n"
+        f"Kernel actor benchmark ({seconds:g}s per row, {settings.KODY_ACTOR_SHARDS} shards over "
+        f"{settings.KODY_ACTOR_WORKER_PROCESSES} worker process(es), batch "
+        f"{settings.KODY_ACTOR_BATCH_SIZE}, {os.cpu_count()} CPUs, load average {load})\n"
     )
 
     results: dict[str, dict[str, float]] = {}
@@ -245,6 +268,12 @@ def main() -> None:
             label = f"queue call(), 64 users, {name}"
             results[label] = closed_loop_procs(lambda: meter_call(many), procs, threads, seconds)
             print(row(label, results[label]))
+        label = "mixed meter+RunLog, 64 users, 64 callers"
+        warm = mixed_call(many)
+        for index in range(len(many) * 2):  # each user's RunLog tables, charge then write
+            warm(index % len(many))
+        results[label] = closed_loop_procs(lambda: mixed_call(many), 4, 16, seconds)
+        print(row(label, results[label]))
 
     raw = results["raw SQL from Python, 1 caller"]
     sync = results["queue call(), one user, 1 caller"]
@@ -258,6 +287,12 @@ def main() -> None:
     print(f"  one-user calls/s                     {best_one:8.0f}   (target >= 1000)")
     print(f"  one-user calls/s / pgbench 1-client  {best_one / tps_one:6.0%}   (target >= 25%)")
     print(f"  64-user calls/s / pgbench 8-client   {best_many / tps_many:6.0%}")
+    mixed = results["mixed meter+RunLog, 64 users, 64 callers"]["per_s"]
+    print(f"  mixed calls/s / pgbench 8-client     {mixed / tps_many:6.0%}")
+    print(
+        f"  inline call p50 / raw SQL p50        "
+        f"{results['inline actor call (no queue), 1 caller']['p50_ms'] / raw['p50_ms']:6.2f}x"
+    )
     celery_best = max(results[f"one Celery task per call, {t} caller(s)"]["per_s"] for t in (1, 8))
     print(f"  one-user calls/s / best Celery task-per-call {best_one / celery_best:6.2f}x")
     print(f"  load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
