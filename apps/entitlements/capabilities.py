@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from apps.accounts.services.lookup import account_by_stable_id
-from apps.entitlements.actor import UserMeter
-from apps.entitlements.services import reconcile, summary, usage
+from apps.entitlements.services import metering, reconcile, summary, usage
 from kody.capabilities import Context, capability
 
 USAGE_ROW = {
@@ -105,7 +104,7 @@ def admin_user_usage(ctx: Context, userId: str) -> dict[str, Any]:  # noqa: N803
 )
 def admin_user_meter_parity(ctx: Context, userId: str) -> dict[str, Any]:  # noqa: N803
     target = account_by_stable_id(userId)
-    rows = UserMeter.call(target.stable_user_id, "daily_history")
+    rows = metering.daily_history(target.stable_user_id)
     return {"userId": target.stable_user_id, "source": "user_meter", "dailyCounters": rows}
 
 
@@ -120,5 +119,5 @@ def admin_user_meter_parity(ctx: Context, userId: str) -> dict[str, Any]:  # noq
 def admin_user_meter_storage_reconcile(ctx: Context, userId: str) -> dict[str, Any]:  # noqa: N803
     target = account_by_stable_id(userId)
     changed = reconcile.reconcile_user(target.stable_user_id)
-    state = UserMeter.call(target.stable_user_id, "read_storage_bytes")
+    state = metering.read_storage_bytes(target.stable_user_id)
     return {"userId": target.stable_user_id, "bytes": state["bytes"], "changed": changed}

@@ -47,10 +47,10 @@ PURGE_RUN = {
     input_schema=TARGET,
 )
 def admin_account_write_lease_list(ctx: Context, userId: str) -> dict[str, Any]:  # noqa: N803
-    from apps.entitlements.actor import UserMeter
+    from apps.entitlements.services import metering
 
     user = account_by_stable_id(userId)
-    leases = UserMeter.call(user.stable_user_id, "list_write_leases")
+    leases = metering.list_write_leases(user.stable_user_id)
     return {"userId": user.stable_user_id, "leases": leases}
 
 
@@ -72,13 +72,11 @@ def admin_account_write_lease_repair(
     token: str,
     reason: str,
 ) -> dict[str, Any]:
-    from apps.entitlements.actor import UserMeter
+    from apps.entitlements.services import metering
 
     user = account_by_stable_id(userId)
     repair_id = hashlib.sha256(f"{user.stable_user_id}\0{token}".encode()).hexdigest()[:32]
-    prepared = UserMeter.call(
-        user.stable_user_id, "prepare_lease_repair", token=token, repair_id=repair_id
-    )
+    prepared = metering.prepare_lease_repair(user.stable_user_id, token, repair_id)
     existing = AccountWriteLeaseRepair.objects.filter(id=repair_id).first()
     if not prepared["prepared"] and existing is None:
         raise Conflict(
@@ -96,9 +94,7 @@ def admin_account_write_lease_repair(
                 repaired_by_user_id=ctx.user.stable_user_id,
                 reason=reason,
             )
-    finalized = UserMeter.call(
-        user.stable_user_id, "finalize_lease_repair", token=token, repair_id=repair_id
-    )
+    finalized = metering.finalize_lease_repair(user.stable_user_id, token, repair_id)
     return {"userId": user.stable_user_id, "repairId": repair_id, **finalized}
 
 

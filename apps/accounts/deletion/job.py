@@ -147,7 +147,7 @@ def run(
 
 def release(deletion: AccountDeletion) -> None:
     """Abandon a retained deletion: lift the marker so the account is usable again."""
-    from apps.entitlements.actor import UserMeter
+    from apps.entitlements.services import metering
 
     if deletion.status == DeletionStatus.COMPLETE or not deletion.subject_user_id:
         raise DeletionRetained("A completed deletion cannot be released.")
@@ -156,7 +156,7 @@ def release(deletion: AccountDeletion) -> None:
     from kody.userschema.schemas import unmark_deleting
 
     User.objects.filter(stable_user_id=deletion.subject_user_id).update(deleting_at=None)
-    UserMeter.call(deletion.subject_user_id, "unmark_deleting")
+    metering.unmark_deleting(deletion.subject_user_id)
     unmark_deleting(deletion.subject_user_id)
     deletion.delete()
 
@@ -165,7 +165,7 @@ def release(deletion: AccountDeletion) -> None:
 
 
 def _mark(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
-    from apps.entitlements.actor import UserMeter
+    from apps.entitlements.services import metering
     from kody.userschema.schemas import lookup, mark_deleting
 
     now = timezone.now()
@@ -175,14 +175,14 @@ def _mark(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
         deletion.result = {**deletion.result, "actor_state": lookup(owner.stable_id) is not None}
     marked = User.objects.filter(pk=owner.db_id, deleting_at__isnull=True).update(deleting_at=now)
     if deletion.result["actor_state"]:
-        answer = UserMeter.call(owner.stable_id, "mark_deleting", at=now.isoformat())
-        report.info["active_write_leases"] = answer["active_write_leases"]
+        answer = metering.mark_deleting(owner.stable_id, at=now.isoformat())
+        report.info["active_write_leases"] = answer.get("active_write_leases", 0)
     mark_deleting(owner.stable_id)  # waits out a running actor call of this user
     report.updated["users.deleting_at"] = marked
 
 
 def _drain(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
-    from apps.entitlements.actor import UserMeter
+    from apps.entitlements.services import metering
 
     if not deletion.result.get("actor_state", True):
         report.info["drained"] = "no actor state"
@@ -190,7 +190,7 @@ def _drain(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
     bound = float(getattr(settings, "KODY_DELETION_DRAIN_SECONDS", 10))
     deadline = time.monotonic() + bound
     while True:
-        leases = UserMeter.call(owner.stable_id, "list_write_leases")
+        leases = metering.list_write_leases(owner.stable_id)
         if not leases:
             break
         if time.monotonic() >= deadline:
@@ -203,7 +203,7 @@ def _drain(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
         time.sleep(0.2)
     # A barrier through the user's shard: when it answers, everything queued before the mark
     # has run (per-user order), and everything after it is refused by the fence.
-    UserMeter.call(owner.stable_id, "read_deletion_state")
+    metering.read_deletion_state(owner.stable_id)
     report.info["drained"] = True
 
 

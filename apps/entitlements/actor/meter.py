@@ -22,6 +22,23 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.entitlements.actor import models as m
+from apps.entitlements.actor.replies import (
+    CounterRow,
+    DeletionMark,
+    DeletionState,
+    InboundCharge,
+    LeaseRepairFinalized,
+    LeaseRepairPrepared,
+    NeedsBootstrap,
+    Purged,
+    Reading,
+    Refund,
+    Snapshot,
+    StorageBytes,
+    StorageReconcile,
+    StorageReservation,
+    WriteLease,
+)
 from kody.actors import Actor, deletion_safe
 from kody.errors import AccountDeleting
 
@@ -104,7 +121,7 @@ def _iso(value: datetime | None) -> str | None:
 
 def _reading(
     resource: str, day: date, allowed: bool, count: int, revision: int, limit: int
-) -> dict[str, Any]:
+) -> Reading:
     return {
         "resource": resource,
         "day": day.isoformat(),
@@ -117,7 +134,7 @@ def _reading(
     }
 
 
-def _needs_bootstrap(resource: str, day: date) -> dict[str, Any]:
+def _needs_bootstrap(resource: str, day: date) -> NeedsBootstrap:
     return {"resource": resource, "day": day.isoformat(), "needs_bootstrap": True}
 
 
@@ -156,7 +173,7 @@ class UserMeter(Actor):
 
     def consume(
         self, resource: str, day: str, limit: int, amount: int = 1, bootstrap: bool = True
-    ) -> dict[str, Any]:
+    ) -> Reading | NeedsBootstrap:
         """Charge ``amount`` when it fits under ``limit`` (all or nothing).
 
         A day's first call finds no row: with ``bootstrap=False`` it answers
@@ -184,7 +201,7 @@ class UserMeter(Actor):
             return _needs_bootstrap(resource, when)
         return _reading(resource, when, False, count, revision, limit)
 
-    def refund(self, resource: str, day: str, amount: int = 1) -> dict[str, Any]:
+    def refund(self, resource: str, day: str, amount: int = 1) -> Refund:
         when = _day(day)
         with connection.cursor() as cursor:
             self._prune(cursor, when)
@@ -231,7 +248,7 @@ class UserMeter(Actor):
         limit: int,
         amount: int = 1,
         bootstrap: bool = True,
-    ) -> dict[str, Any]:
+    ) -> InboundCharge:
         """Charge one inbound delivery once: a retry with the same id returns the first answer."""
         if not delivery_id:
             raise ValueError("delivery_id is required")
@@ -273,7 +290,7 @@ class UserMeter(Actor):
             self._record_version(cursor)
         return {**self.read_storage_bytes(), "created": created}
 
-    def read_storage_bytes(self) -> dict[str, Any]:
+    def read_storage_bytes(self) -> StorageBytes:
         with connection.cursor() as cursor:
             self._prune(cursor, _today())
             row = self._storage(cursor)
@@ -286,7 +303,7 @@ class UserMeter(Actor):
             "updated_at": _iso(row[2]),
         }
 
-    def reserve_storage_bytes(self, amount: int, limit: int) -> dict[str, Any]:
+    def reserve_storage_bytes(self, amount: int, limit: int) -> StorageReservation:
         """Add ``amount`` bytes if the total stays within ``limit``; a negative amount releases."""
         amount = int(amount)
         with connection.cursor() as cursor:
@@ -328,7 +345,7 @@ class UserMeter(Actor):
             current = applied or self._storage(cursor)
         return {"set": applied is not None, "bytes": current[0], "revision": current[1]}
 
-    def reconcile_storage_bytes(self) -> dict[str, Any]:
+    def reconcile_storage_bytes(self) -> StorageReconcile:
         """Recompute payload bytes from the owner's public rows and set them, atomically.
 
         Runs under the owner lock, so no reservation can interleave between the measurement
@@ -491,7 +508,7 @@ class UserMeter(Actor):
 
     # --- reads for the account UI, export, purge ------------------------------------------
 
-    def snapshot(self, day: str) -> dict[str, Any]:
+    def snapshot(self, day: str) -> Snapshot:
         """Everything the usage page needs from the meter, in one call."""
         when = _day(day)
         with connection.cursor() as cursor:
@@ -511,7 +528,7 @@ class UserMeter(Actor):
             "package_services": {"running": running, "persistent_running": persistent},
         }
 
-    def daily_history(self) -> list[dict[str, Any]]:
+    def daily_history(self) -> list[CounterRow]:
         """Every retained daily counter row (the operator parity view; meter-only counts)."""
         with connection.cursor() as cursor:
             self._prune(cursor, _today())
@@ -595,7 +612,7 @@ class UserMeter(Actor):
         return {"released": released}
 
     @deletion_safe
-    def mark_deleting(self, at: str) -> dict[str, Any]:
+    def mark_deleting(self, at: str) -> DeletionMark:
         """Stamp the tombstone (never moves an earlier stamp) and count leases still held."""
         with connection.cursor() as cursor:
             cursor.execute(
@@ -609,14 +626,14 @@ class UserMeter(Actor):
         return {"marked": True, "active_write_leases": held}
 
     @deletion_safe
-    def unmark_deleting(self) -> dict[str, Any]:
+    def unmark_deleting(self) -> DeletionMark:
         """Release the fence when a deletion is abandoned and the account is kept."""
         with connection.cursor() as cursor:
             cursor.execute(f"UPDATE {DELETION} SET deleting_at = NULL WHERE id = 1")
         return {"marked": False}
 
     @deletion_safe
-    def list_write_leases(self) -> list[dict[str, Any]]:
+    def list_write_leases(self) -> list[WriteLease]:
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT token, holder, acquired_at, pending_repair_id FROM {LEASES}"
@@ -628,7 +645,7 @@ class UserMeter(Actor):
             ]
 
     @deletion_safe
-    def prepare_lease_repair(self, token: str, repair_id: str) -> dict[str, Any]:
+    def prepare_lease_repair(self, token: str, repair_id: str) -> LeaseRepairPrepared:
         """Step one of an operator repair: tag the lease; idempotent for the same repair id."""
         with connection.cursor() as cursor:
             cursor.execute(
@@ -645,7 +662,7 @@ class UserMeter(Actor):
         return {"prepared": True, "holder": row[0], "acquired_at": _iso(row[1])}
 
     @deletion_safe
-    def finalize_lease_repair(self, token: str, repair_id: str) -> dict[str, Any]:
+    def finalize_lease_repair(self, token: str, repair_id: str) -> LeaseRepairFinalized:
         """Step two, after the audit row is written: drop the lease the repair prepared."""
         with connection.cursor() as cursor:
             cursor.execute(
@@ -656,7 +673,7 @@ class UserMeter(Actor):
         return {"finalized": removed}
 
     @deletion_safe
-    def read_deletion_state(self) -> dict[str, Any]:
+    def read_deletion_state(self) -> DeletionState:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT deleting_at FROM {DELETION} WHERE id = 1")
             row = cursor.fetchone()
@@ -665,7 +682,7 @@ class UserMeter(Actor):
         return {"deleting_at": _iso(row[0]) if row else None, "active_write_leases": leases}
 
     @deletion_safe
-    def purge(self) -> dict[str, Any]:
+    def purge(self) -> Purged:
         """Delete every meter row of this user; an existing deletion tombstone survives."""
         deleted: dict[str, int] = {}
         with connection.cursor() as cursor:

@@ -1,10 +1,31 @@
-"""Typed calls into the UserMeter actor (one queue round trip each, or inline)."""
+"""Typed calls into the UserMeter actor (one queue round trip each, or inline).
+
+Every UserMeter call outside the entitlements app goes through here (or through
+``apps.entitlements.services``); the reply shapes are ``apps.entitlements.actor.replies``.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from apps.entitlements.actor import UserMeter
+from apps.entitlements.actor.replies import (
+    CounterRow,
+    DeletionMark,
+    DeletionState,
+    InboundCharge,
+    LeaseRepairFinalized,
+    LeaseRepairPrepared,
+    NeedsBootstrap,
+    Reading,
+    Refund,
+    Snapshot,
+    StorageBytes,
+    StorageReconcile,
+    StorageReservation,
+    WriteLease,
+)
+from kody.actors import CallContext
 
 
 def _call(
@@ -21,7 +42,7 @@ def _charge_key(method: str, resource: str, day: str, key: str | None) -> str | 
 
 def consume(
     uid: str, resource: str, day: str, amount: int, limit: int, key: str | None = None
-) -> dict[str, Any]:
+) -> Reading | NeedsBootstrap:
     return _call(
         uid,
         "consume",
@@ -33,9 +54,7 @@ def consume(
     )
 
 
-def refund(
-    uid: str, resource: str, day: str, amount: int, key: str | None = None
-) -> dict[str, Any]:
+def refund(uid: str, resource: str, day: str, amount: int, key: str | None = None) -> Refund:
     return _call(
         uid,
         "refund",
@@ -52,7 +71,7 @@ def read_daily(uid: str, day: str) -> dict[str, int]:
 
 def consume_inbound_delivery(
     uid: str, delivery_id: str, resource: str, day: str, amount: int, limit: int
-) -> dict[str, Any]:
+) -> InboundCharge:
     return _call(
         uid,
         "consume_inbound_delivery",
@@ -64,11 +83,11 @@ def consume_inbound_delivery(
     )
 
 
-def read_storage_bytes(uid: str) -> dict[str, Any]:
+def read_storage_bytes(uid: str) -> StorageBytes:
     return _call(uid, "read_storage_bytes")
 
 
-def reserve_storage_bytes(uid: str, amount: int, limit: int) -> dict[str, Any]:
+def reserve_storage_bytes(uid: str, amount: int, limit: int) -> StorageReservation:
     result = _call(uid, "reserve_storage_bytes", amount=amount, limit=limit)
     if result.get("needs_bootstrap"):
         _call(uid, "initialize_storage_bytes")
@@ -80,5 +99,51 @@ def count_package_services(uid: str, *, status: str = "running", mode: str | Non
     return int(_call(uid, "count_package_service_states", status=status, mode=mode))
 
 
-def snapshot(uid: str, day: str, timeout: float | None = None) -> dict[str, Any]:
+def snapshot(uid: str, day: str, timeout: float | None = None) -> Snapshot:
     return _call(uid, "snapshot", timeout=timeout, day=day)
+
+
+def consume_inbound_delivery_in_call(
+    context: CallContext, delivery_id: str, resource: str, day: str, limit: int
+) -> InboundCharge:
+    """The same charge as :func:`consume_inbound_delivery`, from inside another actor's call
+    for the same user: it runs in that call's transaction, under the lock it already holds
+    (one commit for the delivery and its charge), not through the queue."""
+    return UserMeter(context).consume_inbound_delivery(
+        delivery_id=delivery_id, resource=resource, day=day, limit=limit
+    )
+
+
+def reconcile_storage_bytes(uid: str) -> StorageReconcile:
+    return _call(uid, "reconcile_storage_bytes")
+
+
+def daily_history(uid: str) -> list[CounterRow]:
+    return _call(uid, "daily_history")
+
+
+# --- the deletion fence and write leases (apps.accounts.deletion) -----------------------------
+
+
+def mark_deleting(uid: str, at: str) -> DeletionMark:
+    return _call(uid, "mark_deleting", at=at)
+
+
+def unmark_deleting(uid: str) -> DeletionMark:
+    return _call(uid, "unmark_deleting")
+
+
+def read_deletion_state(uid: str) -> DeletionState:
+    return _call(uid, "read_deletion_state")
+
+
+def list_write_leases(uid: str) -> list[WriteLease]:
+    return _call(uid, "list_write_leases")
+
+
+def prepare_lease_repair(uid: str, token: str, repair_id: str) -> LeaseRepairPrepared:
+    return _call(uid, "prepare_lease_repair", token=token, repair_id=repair_id)
+
+
+def finalize_lease_repair(uid: str, token: str, repair_id: str) -> LeaseRepairFinalized:
+    return _call(uid, "finalize_lease_repair", token=token, repair_id=repair_id)

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from apps.accounts.models import User
-from apps.entitlements.actor import UserMeter
 from apps.entitlements.models import D1StorageReconcileCursor
+from apps.entitlements.services import metering
 from apps.entitlements.services.storage import payload_bytes
 from kody.userschema.models import UserSchema
 
@@ -45,7 +45,7 @@ def reconcile_user(stable_user_id: str) -> bool:
     has_meter = UserSchema.objects.filter(user_id=stable_user_id).exists()
     if not has_meter and payload_bytes(stable_user_id) == 0:
         return False  # nothing stored and no meter yet: do not create a schema for zero
-    result = UserMeter.call(stable_user_id, "reconcile_storage_bytes")
+    result = metering.reconcile_storage_bytes(stable_user_id)
     return bool(result["bytes"] != result["previous"])
 
 

@@ -25,7 +25,7 @@ from django.db import connection
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from apps.entitlements.actor import UserMeter
+from apps.entitlements.services import metering
 from apps.mailbox import errors
 from apps.mailbox.actor import models as m
 from apps.mailbox.models import (
@@ -305,7 +305,8 @@ class Mailbox(Actor):
     def _charge(self, delivery_id: str, charge: dict[str, Any]) -> bool:
         """The same user's meter, in this transaction (the kernel holds this user's lock);
         idempotent per delivery id."""
-        reading = UserMeter(self.context).consume_inbound_delivery(
+        reading = metering.consume_inbound_delivery_in_call(
+            self.context,
             delivery_id=delivery_id,
             resource=charge["resource"],
             day=charge["day"],
