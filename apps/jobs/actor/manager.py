@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Min, Q
 from django.utils import timezone
 
@@ -36,6 +37,7 @@ from apps.packages.services import index_debt
 from kody import outbox
 from kody.actors import Actor, deletion_safe
 from kody.fields import new_id
+from kody.outbox.core import CLAIM_LEASE
 
 log = logging.getLogger("apps.jobs")
 
@@ -43,6 +45,8 @@ log = logging.getLogger("apps.jobs")
 # enough that a killed worker delays an every-minute job by about two occurrences
 # (``KODY_JOB_LEASE_SECONDS``, 120; read once per process).
 LEASE = timedelta(seconds=settings.KODY_JOB_LEASE_SECONDS)
+if not timedelta(0) < LEASE < CLAIM_LEASE:  # see DISPATCH_TASK: a repeat must find it expired
+    raise ImproperlyConfigured("KODY_JOB_LEASE_SECONDS must be above 0 and below 300")
 # Occurrences missed (worker or beat down) run late, in order, once each; older ones are
 # skipped so a long outage does not turn into a storm of catch-up runs.
 CATCH_UP = timedelta(minutes=15)
