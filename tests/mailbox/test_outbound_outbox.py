@@ -159,3 +159,21 @@ def test_outsider_cannot_claim_or_submit_someone_elses_message(
         outbound.submit(outsider.stable_user_id, message_id)
     assert mail.outbox == []
     assert stored(owner, message_id)["processingStatus"] == "stored"
+
+
+def test_a_send_that_finds_its_message_claimed_answers_stored_without_submitting(
+    owner, owner_key, monkeypatch
+):
+    real_submit = outbound.submit
+
+    def relay_wins(uid: str, message_id: str) -> dict:
+        # The relay's kick reaches the Mailbox first and holds the claim (still submitting).
+        Mailbox.call(uid, "claim_submission", message_id=message_id, provider="django")
+        return real_submit(uid, message_id)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(outbound, "submit", relay_wins)
+        sent = cap(owner_key, "emailSend", SEND).json()
+    assert sent["status"] == "stored" and mail.outbox == []
+    assert relay_due().failed == 1  # the claim is fresh: the relay waits for its holder
+    assert stored(owner, sent["messageId"])["processingStatus"] == "stored"

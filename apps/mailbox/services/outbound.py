@@ -217,6 +217,8 @@ def send(
     # a healthy send answers "sent"; if this fails the relay submits it (answer "stored").
     try:
         return submit(uid, message_id)
+    except SubmissionInProgress:  # the relay's kick claimed it first: it submits and records
+        return {"messageId": message_id, "status": "stored"}
     except Exception:
         log.exception("outbound %s for %s left to the outbox relay", message_id, uid)
         return {"messageId": message_id, "status": "stored"}
