@@ -209,6 +209,8 @@ KODY_ACTOR_STATEMENT_TIMEOUT_MS = envint("KODY_ACTOR_STATEMENT_TIMEOUT_MS", 3000
 # Defaults measured with benchmarks/fleet.py (benchmarks/README.md).
 KODY_ACTOR_RECYCLE_SCHEMAS = envint("KODY_ACTOR_RECYCLE_SCHEMAS", 1000)
 KODY_ACTOR_RECYCLE_MEMORY_MB = envint("KODY_ACTOR_RECYCLE_MEMORY_MB", 128)
+# Users idle this many days are hibernated (kody.userschema.hibernation; the daily lane).
+KODY_HIBERNATE_IDLE_DAYS = envint("KODY_HIBERNATE_IDLE_DAYS", 30)
 # Tables only where used (kody.userschema.tablesets); off creates every table with the schema.
 KODY_LAZY_ACTOR_TABLES = envbool("KODY_LAZY_ACTOR_TABLES", True)
 # The kernel asks this callable whether stable ids are live accounts or being deleted

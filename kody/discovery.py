@@ -17,6 +17,7 @@ KERNEL_MODULES = (
     "kody.actors.lanes",
     "kody.kv.lanes",
     "kody.outbox.lanes",
+    "kody.userschema.lanes",
 )
 APP_MODULES = ("actor", "lanes", "capabilities")
 

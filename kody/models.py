@@ -4,7 +4,7 @@ from kody.actors.fence import ShardEpoch
 from kody.kv.models import KvEntry
 from kody.lanes.models import LaneCursor, LaneRunRecord
 from kody.outbox.models import OutboxMessage
-from kody.userschema.models import UserSchema
+from kody.userschema.models import SchemaArchive, UserSchema
 from kody.vectors.models import VectorEntry
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "LaneCursor",
     "LaneRunRecord",
     "OutboxMessage",
+    "SchemaArchive",
     "ShardEpoch",
     "UserSchema",
     "VectorEntry",

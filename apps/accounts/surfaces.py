@@ -508,6 +508,12 @@ KERNEL_TABLES: tuple[ExcludedTable, ...] = (
         "out-of-band step and keeps the tombstone, finish_deletion removes the row at the end",
     ),
     ExcludedTable(
+        "kody_schema_archives",
+        "a hibernated user's per-user schema, packed (kody.userschema.hibernation); export "
+        "restores it through the actor calls, purge_schema deletes it with the schema in the "
+        "out-of-band step",
+    ),
+    ExcludedTable(
         "kody_vectors",
         "derived vectors; kody.vectors.index.delete_all_for_user (namespace and owner column) in "
         "the out-of-band step; rebuilt by reindex after an import",

@@ -27,6 +27,11 @@ class UserSchema(models.Model):
     deleting_at = models.DateTimeField(null=True, blank=True)
     # The actors whose tables this schema holds (``kody.userschema.tablesets``); NULL: all.
     table_sets = ArrayField(models.CharField(max_length=200), null=True, blank=True)
+    # The last day (app clock, UTC) an actor call found this user (set at most once a day
+    # per process); idle users are hibernated (``kody.userschema.hibernation``).
+    active_on = models.DateField(null=True, blank=True)
+    # Set while the schema is packed into ``kody_schema_archives`` and dropped.
+    hibernated_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "kody_user_schemas"
@@ -41,3 +46,22 @@ class UserSchema(models.Model):
 
     def __str__(self) -> str:
         return self.schema_name
+
+
+class SchemaArchive(models.Model):
+    """A hibernated user's schema in one row: every table as COPY text, zlib-compressed JSON.
+    Exactly one of the schema and this row exists for a user (both change in one
+    transaction)."""
+
+    user_id = models.CharField(max_length=255, primary_key=True)
+    version = models.PositiveIntegerField()
+    table_sets = ArrayField(models.CharField(max_length=200), null=True, blank=True)
+    data = models.BinaryField()
+    rows = models.BigIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        db_table = "kody_schema_archives"
+
+    def __str__(self) -> str:
+        return f"archive of {self.user_id}"

@@ -17,15 +17,17 @@ purges, ``mark_deleting`` and calls never deadlock.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.utils import CursorWrapper
+from django.utils import timezone
 
 from kody.errors import AccountDeleting
-from kody.userschema import tablesets
+from kody.userschema import hibernation, tablesets
 from kody.userschema.accounts import AccountState, NoLiveAccount, account_state
 from kody.userschema.actor_models import schema_version
 from kody.userschema.ddl import SchemaDDL, compile_schema
@@ -72,23 +74,26 @@ class _KnownSchemas:
 
     def __init__(self, size: int = 100_000) -> None:
         self._size = size
-        self._items: OrderedDict[str, tuple[str, frozenset[str] | None]] = OrderedDict()
+        # user id -> (schema, table sets or None for all, the day it was last stamped active)
+        self._items: OrderedDict[str, tuple[str, frozenset[str] | None, int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, user_id: str) -> str | None:
         entry = self.entry(user_id)
         return None if entry is None else entry[0]
 
-    def entry(self, user_id: str) -> tuple[str, frozenset[str] | None] | None:
+    def entry(self, user_id: str) -> tuple[str, frozenset[str] | None, int] | None:
         with self._lock:
             entry = self._items.get(user_id)
             if entry is not None:
                 self._items.move_to_end(user_id)
             return entry
 
-    def add(self, user_id: str, schema: str, sets: frozenset[str] | None = None) -> None:
+    def add(
+        self, user_id: str, schema: str, sets: frozenset[str] | None = None, day: int = -1
+    ) -> None:
         with self._lock:
-            self._items[user_id] = (schema, sets)
+            self._items[user_id] = (schema, sets, day)
             self._items.move_to_end(user_id)
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
@@ -106,11 +111,37 @@ known = _KnownSchemas()
 
 
 def _remember_after_commit(
-    user_id: str, schema: str, using: str, sets: list[str] | frozenset[str] | None = None
+    user_id: str,
+    schema: str,
+    using: str,
+    sets: list[str] | frozenset[str] | None = None,
+    day: int = -1,
 ) -> None:
     # A rolled-back creation (e.g. inside a caller's failed transaction) must not be cached.
     frozen = None if sets is None else frozenset(sets)
-    transaction.on_commit(lambda: known.add(user_id, schema, frozen), using=using)
+    transaction.on_commit(lambda: known.add(user_id, schema, frozen, day), using=using)
+
+
+def _today() -> int:
+    """The app clock's UTC day number (cheap enough for the hot path)."""
+    return int(time.time() // 86400)
+
+
+def _stamp_active(user_id: str, using: str) -> int:
+    """Record that the user was active today (hibernation picks idle users by it); once a
+    day per user per process. Inside a caller's transaction it is left for a later call:
+    updating the registry row before the call locks its owner row would invert the lock
+    order."""
+    if connections[using].in_atomic_block:
+        return -1
+    day = timezone.now().date()
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {REGISTRY} SET active_on = %s WHERE user_id = %s"
+            " AND (active_on IS NULL OR active_on < %s)",
+            [day, user_id, day],
+        )
+    return _today()
 
 
 def create_schema(
@@ -284,7 +315,8 @@ def upgrade_schema(
     target = schema_version()
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
         schema, version = _registry_row(cursor, user_id)
-        if version >= target or version == PURGED:
+        if version >= target or version == PURGED or _hibernated(cursor, user_id):
+            # A hibernated schema is upgraded when it is restored.
             return UpgradePlan(user_id, schema, version, version, (), ())
         owner_lock = (f"SELECT 1 FROM {OWNER_TABLE} WHERE id = 1 FOR UPDATE", ())
         with user_schema_scope(schema, using, then=[owner_lock]):
@@ -313,6 +345,12 @@ def upgrade_schema(
     return plan
 
 
+def _hibernated(cursor: CursorWrapper, user_id: str) -> bool:
+    cursor.execute(f"SELECT hibernated_at FROM {REGISTRY} WHERE user_id = %s", [user_id])
+    row = cursor.fetchone()
+    return row is not None and row[0] is not None
+
+
 def ensure_schema(
     user_id: str,
     using: str = DEFAULT_DB_ALIAS,
@@ -325,14 +363,15 @@ def ensure_schema(
     (only for a live account, see ``create_schema``). Raises ``NoLiveAccount`` when there is
     none and none may be made, ``AccountDeleting`` after a purge."""
     entry = known.entry(user_id)
-    if entry is not None and (entry[1] is None or entry[1].issuperset(actors)):
-        return entry[0]  # the hot path: every call after the first in this process
+    if entry is not None and entry[2] == _today():
+        if entry[1] is None or entry[1].issuperset(actors):
+            return entry[0]  # the hot path: every call after the first in this process
+        if entry[1] >= tablesets.needed(actors):
+            return entry[0]
     wanted = tablesets.needed(actors)
-    if entry is not None and entry[1] is not None and entry[1] >= wanted:
-        return entry[0]
     with connections[using].cursor() as cursor:
         cursor.execute(
-            f"SELECT schema_name, version, deleting_at, table_sets FROM {REGISTRY}"
+            f"SELECT schema_name, version, deleting_at, table_sets, hibernated_at FROM {REGISTRY}"
             " WHERE user_id = %s",
             [user_id],
         )
@@ -340,15 +379,19 @@ def ensure_schema(
     if row is None:
         if not create:
             raise NoLiveAccount(details={"user_id": user_id})
-        return create_schema(user_id, table_sets=wanted, using=using)
-    schema, version, _, created = row
+        schema = create_schema(user_id, table_sets=wanted, using=using)
+        _remember_after_commit(user_id, schema, using, wanted, _stamp_active(user_id, using))
+        return schema
+    schema, version, _, created, hibernated = row
     if version == PURGED:
         raise AccountDeleting()
-    if version < schema_version():
+    if hibernated is not None:
+        schema = hibernation.restore_schema(user_id, using)  # at the current version
+    elif version < schema_version():
         schema = upgrade_schema(user_id, using=using).schema
     if created is not None and not wanted <= set(created):
         created = create_table_sets(user_id, wanted, using=using)
-    _remember_after_commit(user_id, schema, using, created)
+    _remember_after_commit(user_id, schema, using, created, _stamp_active(user_id, using))
     return schema
 
 
@@ -444,9 +487,12 @@ def purge_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> bool:
         cursor.execute(
             f"DROP SCHEMA IF EXISTS {quoted(row[0] if row else schema_name_for(user_id))} CASCADE"
         )
+        # A hibernated schema lives in its archive: that goes too.
+        cursor.execute(f"DELETE FROM {hibernation.ARCHIVES} WHERE user_id = %s", [user_id])
         if row is not None and row[2] is not None:
             cursor.execute(
-                f"UPDATE {REGISTRY} SET version = %s, alarm_at = NULL WHERE user_id = %s",
+                f"UPDATE {REGISTRY} SET version = %s, alarm_at = NULL, hibernated_at = NULL"
+                " WHERE user_id = %s",
                 [PURGED, user_id],
             )
         else:

@@ -14,6 +14,7 @@ from apps.accounts.export import service
 from apps.entitlements.actor import UserMeter
 from apps.mailbox.actor import Mailbox
 from config.buckets import bucket_storages
+from kody.userschema.models import SchemaArchive
 from kody.userschema.naming import schema_name_for
 from kody.userschema.schemas import has_actor_state
 from tests.clock import today_iso
@@ -25,6 +26,15 @@ pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audi
 def _inline_actors(settings) -> None:  # type: ignore[no-untyped-def]
     settings.KODY_ACTORS_INLINE = True
     settings.KODY_DELETION_DRAIN_SECONDS = 0.3
+
+
+@pytest.fixture(autouse=True)
+def _fresh_schemas() -> None:  # type: ignore[no-untyped-def]
+    # The cast's stable ids repeat from test to test while the flush empties the registry:
+    # start each test without their schemas or this process's memory of them.
+    from tests.entitlements.conftest import drop_user_schemas
+
+    drop_user_schemas()
 
 
 @pytest.fixture(autouse=True)
@@ -73,3 +83,39 @@ def test_deletion_of_a_user_who_never_got_mail_skips_the_mailbox_and_completes(o
         assert cursor.fetchone() is None
     # The outsider keeps their mailbox.
     assert _has_table(outsider.stable_user_id, "email_messages")
+
+
+def _hibernate(user_id: str) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from kody.userschema.models import UserSchema
+
+    then = timezone.now() - timedelta(days=40)
+    UserSchema.objects.filter(user_id=user_id).update(active_on=then.date(), created_at=then)
+    out = io.StringIO()
+    call_command("hibernate_schemas", "--idle-days", "30", stdout=out)
+    assert SchemaArchive.objects.filter(user_id=user_id).exists(), out.getvalue()
+
+
+def test_export_of_a_hibernated_user_reads_their_state(owner, outsider):
+    _meter(owner.stable_user_id)
+    _meter(outsider.stable_user_id)
+    _hibernate(owner.stable_user_id)
+    counters = service.section(owner, "user_meter")["page"]["counters"]
+    assert [c["count"] for c in counters] == [1]
+    assert not SchemaArchive.objects.filter(user_id=owner.stable_user_id).exists()  # restored
+    assert service.section(outsider, "user_meter")["page"]["counters"] != []
+
+
+def test_deletion_of_a_hibernated_user_deletes_the_archive(owner, outsider):
+    _meter(owner.stable_user_id)
+    _meter(outsider.stable_user_id)
+    _hibernate(owner.stable_user_id)
+    out = io.StringIO()
+    call_command("purge_account", owner.email, "--yes", stdout=out)
+    assert f"deleted {owner.email}: complete" in out.getvalue()
+    assert not SchemaArchive.objects.filter(user_id=owner.stable_user_id).exists()
+    assert not _has_table(owner.stable_user_id, "actor_owner")
+    assert _has_table(outsider.stable_user_id, "actor_owner")

@@ -23,6 +23,11 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         target = schema_version()
         stale = UserSchema.objects.filter(version__lt=target)
+        # A hibernated schema is upgraded when it is restored (kody.userschema.hibernation).
+        asleep = stale.filter(hibernated_at__isnull=False).count()
+        if asleep:
+            self.stdout.write(f"{asleep} hibernated schema(s) upgrade on restore; skipped.")
+        stale = stale.filter(hibernated_at__isnull=True)
         total = stale.count()
         if not total:
             self.stdout.write(f"All user schemas are at version {target}; nothing to upgrade.")
