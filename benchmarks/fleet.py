@@ -1,0 +1,273 @@
+"""Per-user schemas at fleet scale (issue 16): what each user costs, before and after.
+
+    python benchmarks/fleet.py [--users 400] [--calls 300] [--upgrades 100]
+
+Two columns in one run, on the same server, each on a fresh set of users:
+
+* ``before``: every table with the schema (``KODY_LAZY_ACTOR_TABLES`` off) and one
+  connection that is never recycled (``KODY_ACTOR_RECYCLE_*`` = 0);
+* ``after``: tables only where used and the consumer's recycling at its defaults.
+
+Users get a realistic mix: everyone is metered, 10 % got mail (a Mailbox call), 5 % ran a job
+(RunLog), 5 % used storage (StorageRunner). At each step of the curve (N/4, N/2, N users) it
+prints the users, catalog rows (``pg_class``), database size, the memory of a backend that has
+just served every user once (``pg_backend_memory_contexts``, the shard consumer's connection —
+recycled in ``after`` exactly as ``kody.actors.recycle`` does it between batches), warm call
+p50/p99 (inline ``UserMeter.consume`` on random users over that warm connection), cold call
+p50/p99 (a fresh connection's first call for a user) and fleet upgrade time per schema
+(``upgrade_schema`` of schemas whose registry says version 1: lock, introspect, data steps);
+then, in ``after``, the restore p50/p99 of hibernated users holding 1,000 meter rows each.
+Calls run inline (``KODY_ACTORS_INLINE``): the queue adds the same constant to both columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+from collections.abc import Callable
+
+from _accounts import live_account_ids
+from _harness import pct, setup_django
+
+DAY = "2000-01-01"  # a fixed day: nothing measured depends on the calendar
+MIX = (("mail", 0.10), ("runs", 0.05), ("storage", 0.05))
+
+
+def _consume(user: str) -> None:
+    from apps.entitlements.actor import UserMeter
+
+    UserMeter.call(user, "consume", resource="execute_calls_per_day", day=DAY, limit=10**9)
+
+
+def _activities() -> dict[str, Callable[[str], object]]:
+    from apps.jobs.actor import RunLog, StorageRunner
+    from apps.mailbox.actor import Mailbox
+
+    return {
+        "mail": lambda user: Mailbox.call(user, "count"),
+        "runs": lambda user: RunLog.call(user, "export_runs"),
+        "storage": lambda user: StorageRunner.call(user, "export_storage"),
+    }
+
+
+def drop_user_schemas() -> None:
+    from django.db import connection
+
+    from kody.userschema.naming import like_pattern
+    from kody.userschema.schemas import known
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", [like_pattern()])
+        for (name,) in cursor.fetchall():
+            cursor.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        cursor.execute("DELETE FROM kody_user_schemas")
+    known.clear()
+
+
+def catalog() -> tuple[int, int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*), pg_database_size(current_database()) FROM pg_class")
+        rows, size = cursor.fetchone()
+    return rows, size
+
+
+def grow(users: list[str], rng: random.Random) -> None:
+    activities = _activities()
+    for user in users:
+        _consume(user)
+        for name, share in MIX:
+            if rng.random() < share:
+                activities[name](user)
+
+
+def serve_everyone(users: list[str], recycle: bool) -> tuple[float, int]:
+    """A fresh connection calls every user once (recycled like a shard consumer when asked);
+    returns its backend memory in MB at the end and how often it was recycled."""
+    from django.db import connection
+
+    from kody.actors.recycle import Recycler, backend_memory_bytes
+
+    connection.close()
+    recycler = Recycler()
+    for user in users:
+        _consume(user)
+        if recycle:
+            recycler.after_batch([user])
+    return backend_memory_bytes() / 2**20, recycler.recycled
+
+
+def timed_calls(users: list[str], count: int, rng: random.Random, cold: bool) -> list[float]:
+    from django.db import connection
+
+    samples = []
+    for _ in range(count):
+        user = rng.choice(users)
+        if cold:
+            connection.close()
+            connection.ensure_connection()
+        start = time.perf_counter()
+        _consume(user)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def upgrade_per_schema(users: list[str], count: int, rng: random.Random) -> float:
+    from django.db import connection
+
+    from kody.userschema.schemas import known, upgrade_schema
+
+    sample = rng.sample(users, min(count, len(users)))
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE kody_user_schemas SET version = 1 WHERE user_id = ANY(%s)", [sample])
+    for user in sample:
+        known.forget(user)
+    start = time.perf_counter()
+    for user in sample:
+        upgrade_schema(user)
+    return (time.perf_counter() - start) / len(sample)
+
+
+def restore_times(users: list[str], count: int, rows: int) -> list[float]:
+    """Hibernate ``count`` users holding ``rows`` meter rows each, then time each restore."""
+    from datetime import date, timedelta
+
+    from django.db import connection
+
+    from kody.userschema.hibernation import hibernate_schema, restore_schema
+    from kody.userschema.naming import schema_name_for
+
+    chosen = users[:count]
+    with connection.cursor() as cursor:
+        for user in chosen:
+            cursor.execute(
+                f'INSERT INTO "{schema_name_for(user)}".daily_counters (resource, day, count)'
+                " SELECT 'bench_' || n, DATE '2000-01-02' + n, n FROM generate_series(1, %s) n",
+                [rows],
+            )
+    for user in chosen:
+        hibernate_schema(user, date.today() + timedelta(days=1))
+    samples = []
+    for user in chosen:
+        start = time.perf_counter()
+        restore_schema(user)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def run_column(label: str, steps: list[int], options: argparse.Namespace) -> list[dict]:
+    from django.conf import settings
+
+    lazy = label == "after"
+    settings.KODY_LAZY_ACTOR_TABLES = lazy
+    drop_user_schemas()
+    rng = random.Random(16)
+    users: list[str] = []
+    found = []
+    for step in steps:
+        started = time.perf_counter()
+        new = live_account_ids(step - len(users))
+        grow(new, rng)
+        users += new
+        grown = time.perf_counter() - started
+        rows, size = catalog()
+        memory, recycled = serve_everyone(users, recycle=lazy)
+        warm = timed_calls(users, options.calls, rng, cold=False)
+        cold = timed_calls(users, max(20, options.calls // 5), rng, cold=True)
+        upgrade = upgrade_per_schema(users, options.upgrades, rng)
+        result = {
+            "column": label,
+            "users": len(users),
+            "pg_class": rows,
+            "db_mb": size / 2**20,
+            "backend_mb": memory,
+            "recycled": recycled,
+            "warm_p50": pct(warm, 0.5) * 1000,
+            "warm_p99": pct(warm, 0.99) * 1000,
+            "cold_p50": pct(cold, 0.5) * 1000,
+            "cold_p99": pct(cold, 0.99) * 1000,
+            "upgrade_ms": upgrade * 1000,
+            "grow_s": grown,
+        }
+        print(line(result), flush=True)
+        found.append(result)
+    if lazy and options.restores:
+        restores = restore_times(users, options.restores, 1000)
+        print(
+            f"restore of a hibernated user with 1,000 meter rows ({len(restores)} users): "
+            f"p50 {pct(restores, 0.5) * 1000:.1f} ms, p99 {pct(restores, 0.99) * 1000:.1f} ms"
+            " (target p99 <= 100 ms)",
+            flush=True,
+        )
+    drop_user_schemas()
+    return found
+
+
+HEADER = (
+    "| column | users | pg_class rows | db MB | backend MB (recycles) | warm p50 / p99 ms "
+    "| cold p50 / p99 ms | upgrade ms/schema |\n| --- | --- | --- | --- | --- | --- | --- | --- |"
+)
+
+
+def line(r: dict) -> str:
+    return (
+        f"| {r['column']} | {r['users']:,} | {r['pg_class']:,} | {r['db_mb']:.0f} "
+        f"| {r['backend_mb']:.1f} ({r['recycled']}) | {r['warm_p50']:.2f} / {r['warm_p99']:.2f} "
+        f"| {r['cold_p50']:.2f} / {r['cold_p99']:.2f} | {r['upgrade_ms']:.2f} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--users", type=int, default=400, help="users at the last step")
+    parser.add_argument("--calls", type=int, default=300, help="warm calls timed per step")
+    parser.add_argument("--upgrades", type=int, default=100, help="schemas upgraded per step")
+    parser.add_argument("--restores", type=int, default=20, help="restores timed (after)")
+    parser.add_argument(
+        "--recycle-schemas", type=int, default=None, help="K for after (default: the setting)"
+    )
+    options = parser.parse_args()
+    setup_django()
+    from django.conf import settings
+
+    if options.recycle_schemas is not None:
+        settings.KODY_ACTOR_RECYCLE_SCHEMAS = options.recycle_schemas
+
+    settings.KODY_ACTORS_INLINE = True
+    steps = sorted({max(1, options.users // 4), max(1, options.users // 2), options.users})
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"Fleet benchmark: up to {options.users} users, {os.cpu_count()} CPUs, "
+        f"load average {load}; recycle after {settings.KODY_ACTOR_RECYCLE_SCHEMAS} schemas "
+        f"or {settings.KODY_ACTOR_RECYCLE_MEMORY_MB} MB\n"
+    )
+    print(HEADER)
+    recycle = (settings.KODY_ACTOR_RECYCLE_SCHEMAS, settings.KODY_ACTOR_RECYCLE_MEMORY_MB)
+    results = {}
+    for label in ("before", "after"):
+        settings.KODY_ACTOR_RECYCLE_SCHEMAS, settings.KODY_ACTOR_RECYCLE_MEMORY_MB = recycle
+        results[label] = run_column(label, steps, options)
+    before, after = results["before"][-1], results["after"][-1]
+    first = results["after"][0]
+    print()
+    print(f"at {after['users']:,} users, after / before:")
+    for key, name in (
+        ("pg_class", "catalog rows"),
+        ("db_mb", "database size"),
+        ("backend_mb", "backend memory"),
+        ("warm_p50", "warm call p50"),
+        ("cold_p50", "cold call p50"),
+        ("upgrade_ms", "upgrade per schema"),
+    ):
+        print(f"  {name:22} {after[key] / before[key]:.2f}x")
+    print(
+        f"after: warm p50 at {after['users']:,} users / at {first['users']:,} users: "
+        f"{after['warm_p50'] / first['warm_p50']:.2f}x (target <= 1.2x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
