@@ -14,6 +14,7 @@ tenant model) and checked against a small Protocol:
 from __future__ import annotations
 
 import functools
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
 from django.conf import settings
@@ -65,6 +66,11 @@ class AccountPolicy(Protocol):
 
     def may_act(self, user: Any) -> bool:
         """True while the account may sign in or call anything at all (not suspended/deleting)."""
+        ...
+
+    def write_guard(self, user: Any, holder: str) -> AbstractContextManager[None]:
+        """Hold an account write lease around one guarded mutation; raises ``AccountDeleting``
+        once deletion has started (seed 002's acquire → write → release)."""
         ...
 
 

@@ -63,3 +63,28 @@ def refused() -> Callable[[Callable[[], Any]], None]:
 @pytest.fixture
 def sql() -> Callable[..., int]:
     return raw_sql
+
+
+@pytest.fixture(autouse=True)
+def _committed_user_schemas_dropped(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A transactional test commits per-user schemas, and the cast's stable ids repeat from test
+    to test: after the flush, drop those schemas and forget the process's schema cache, so the
+    next test meets neither a stale schema nor a cache entry whose registry row is gone."""
+    yield
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in request.fixturenames or bool(
+        marker and marker.kwargs.get("transaction")
+    )
+    if not transactional:
+        return
+    from django.db import connection
+
+    from kody.userschema.naming import like_pattern
+    from kody.userschema.schemas import known
+
+    blocker = request.getfixturevalue("django_db_blocker")
+    with blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", [like_pattern()])
+        for (name,) in cursor.fetchall():
+            cursor.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    known.clear()

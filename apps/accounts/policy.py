@@ -8,14 +8,37 @@ answers without importing this app. Two questions, one function each:
 * ``may_act(user)``: the account may sign in, use a token or reset its password at all —
   active, not suspended, not being deleted.
 * ``may_sign_in(user)``: an existing session may continue — active and not suspended.
+* ``write_guard(user, holder)``: hold an account write lease in the user's UserMeter around
+  one guarded mutation (seed 002), so a deletion that has marked the account waits for it and
+  nothing is written after the drain. Nested guards for the same user share the outer lease.
 """
 
 from __future__ import annotations
 
+import logging
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
+from django.utils import timezone
+
 from apps.accounts.models import User
-from kody.errors import AccountDeleting
+from kody.errors import AccountDeleting, Conflict
+
+log = logging.getLogger(__name__)
+
+# user stable id -> the lease token this context already holds (nested guards reuse it).
+_held: ContextVar[dict[str, str] | None] = ContextVar("kody_write_leases", default=None)
+
+
+class WriteLeaseLost(Conflict):
+    code = "write_lease_lost"
+    message = (
+        "The account's write lease was released by an operator while this change ran; "
+        "check the result before retrying."
+    )
 
 
 def is_deleting(user: Any) -> bool:
@@ -42,8 +65,43 @@ def assert_can_mutate(user: Any) -> None:
         raise AccountDeleting()
 
 
+@contextmanager
+def write_guard(user: Any, holder: str) -> Iterator[None]:
+    """Acquire → run the mutation → release. Refused (409 ``account_deleting``) once deletion
+    has started, whether the account row or only the meter's tombstone says so yet. A lease
+    the release finds gone was repaired by an operator mid-write: ``WriteLeaseLost``."""
+    from apps.entitlements.services import metering
+
+    uid = str(user.stable_user_id)
+    held = _held.get() or {}
+    if uid in held:
+        yield
+        return
+    if is_deleting(user):
+        raise AccountDeleting()
+    token = uuid.uuid4().hex
+    metering.acquire_write_lease(uid, token, holder[:255], timezone.now().isoformat())
+    reset = _held.set({**held, uid: token})
+    completed = False
+    try:
+        yield
+        completed = True
+    finally:
+        _held.reset(reset)
+        try:
+            released = metering.release_write_lease(uid, token)["released"]
+        except Exception:
+            # The lease stays until an operator repairs it (adminAccountWriteLeaseRepair);
+            # a deletion meanwhile stops at its drain bound and says who holds it.
+            log.exception("write lease %s of %s (%s) was not released", token, uid, holder)
+            released = True
+    if completed and not released:
+        raise WriteLeaseLost(details={"holder": holder[:255]})
+
+
 class AccountPolicy:
     """The object ``KODY_ACCOUNT_POLICY`` names (kody.callers.AccountPolicy)."""
 
     is_deleting = staticmethod(is_deleting)
     may_act = staticmethod(may_act)
+    write_guard = staticmethod(write_guard)

@@ -2,9 +2,11 @@
 
 Order: the capability exists (404) → the caller's role allows it (403) → the token's scopes
 allow it (403) → the input is text Postgres can store (no NUL, no lone surrogate) and matches
-the schema (422) → a mutation is refused once the account is being deleted (409, the
-``KODY_ACCOUNT_POLICY``) → the handler runs. Admin capabilities write an audit row for every
-attempt, allowed or not, with hashed identifiers only; a crash is audited with reason ``error``.
+the schema (422) → the handler runs; a mutation runs inside the ``KODY_ACCOUNT_POLICY``'s
+``write_guard``, which refuses it once the account is being deleted (409) and otherwise holds
+an account write lease, so a deletion waits for it and nothing lands after the drain. Admin
+capabilities write an audit row for every attempt, allowed or not, with hashed identifiers
+only; a crash is audited with reason ``error``.
 Error details never echo more than a few hundred characters of what the caller sent.
 """
 
@@ -17,7 +19,7 @@ from typing import Any
 from kody.callers import Principal, Token, account_policy, audit_sink
 from kody.capabilities.registry import Capability, all_capabilities, get
 from kody.capabilities.text import check_text, clipped
-from kody.errors import AccountDeleting, Forbidden, InvalidInput, KodyError, NotFound
+from kody.errors import Forbidden, InvalidInput, KodyError, NotFound
 
 MAX_REPORTED_ERRORS = 10
 
@@ -81,9 +83,11 @@ def _checked_call(cap: Capability, ctx: Context, arguments: Mapping[str, Any] | 
     if ctx.token is not None and not ctx.token.allows(cap.scope):
         raise InsufficientScope(details={"name": cap.name, "scope": cap.scope})
     data = _validated(cap, arguments)
-    if cap.mutates and account_policy().is_deleting(ctx.user):
-        raise AccountDeleting()
-    return cap.handler(ctx, **data)
+    if not cap.mutates:
+        return cap.handler(ctx, **data)
+    # Refused (409 account_deleting) once deletion has started; otherwise holds a write lease.
+    with account_policy().write_guard(ctx.user, f"{ctx.surface}:{cap.name}"):
+        return cap.handler(ctx, **data)
 
 
 def _may_call(ctx: Context, cap: Capability) -> bool:

@@ -43,3 +43,10 @@ def as_owner(owner: User) -> Agent:
 @pytest.fixture
 def as_outsider(outsider: User) -> Agent:
     return Agent(outsider)
+
+
+@pytest.fixture(autouse=True)
+def _inline_actors(settings: Any) -> None:
+    # Every mutation holds an account write lease in the UserMeter actor; run actor calls
+    # in-process instead of on a worker.
+    settings.KODY_ACTORS_INLINE = True

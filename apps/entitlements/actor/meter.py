@@ -38,6 +38,8 @@ from apps.entitlements.actor.replies import (
     StorageReconcile,
     StorageReservation,
     WriteLease,
+    WriteLeaseAcquired,
+    WriteLeaseReleased,
 )
 from kody.actors import Actor, deletion_safe
 from kody.errors import AccountDeleting
@@ -580,7 +582,7 @@ class UserMeter(Actor):
 
     # --- write leases and the deletion fence (seed 002) --------------------------------------
 
-    def acquire_write_lease(self, token: str, holder: str, at: str) -> dict[str, Any]:
+    def acquire_write_lease(self, token: str, holder: str, at: str) -> WriteLeaseAcquired:
         """Take a lease for one guarded mutation; refused once the account is being deleted.
 
         Idempotent per token (a retried acquire answers from the same row)."""
@@ -605,7 +607,7 @@ class UserMeter(Actor):
         return {"held": held, "deleting": bool(tombstone and tombstone[0] is not None)}
 
     @deletion_safe
-    def release_write_lease(self, token: str) -> dict[str, Any]:
+    def release_write_lease(self, token: str) -> WriteLeaseReleased:
         with connection.cursor() as cursor:
             cursor.execute(f"DELETE FROM {LEASES} WHERE token = %s", [token])
             released = cursor.rowcount == 1

@@ -104,6 +104,15 @@ class DeletionState(TypedDict):
     active_write_leases: int
 
 
+class WriteLeaseAcquired(TypedDict):
+    token: str
+    held: bool
+
+
+class WriteLeaseReleased(TypedDict):
+    released: bool
+
+
 class WriteLease(TypedDict):
     token: str
     holder: str

@@ -24,6 +24,8 @@ from apps.entitlements.actor.replies import (
     StorageReconcile,
     StorageReservation,
     WriteLease,
+    WriteLeaseAcquired,
+    WriteLeaseReleased,
 )
 from kody.actors import CallContext
 
@@ -135,6 +137,17 @@ def unmark_deleting(uid: str) -> DeletionMark:
 
 def read_deletion_state(uid: str) -> DeletionState:
     return _call(uid, "read_deletion_state")
+
+
+def acquire_write_lease(uid: str, token: str, holder: str, at: str) -> WriteLeaseAcquired:
+    """Take a lease for one guarded mutation, or raise ``AccountDeleting`` once the meter's
+    tombstone is set (``apps.accounts.policy.write_guard``)."""
+    return _call(uid, "acquire_write_lease", token=token, holder=holder, at=at)
+
+
+def release_write_lease(uid: str, token: str) -> WriteLeaseReleased:
+    """``released`` is False when the lease was gone: an operator repaired it meanwhile."""
+    return _call(uid, "release_write_lease", token=token)
 
 
 def list_write_leases(uid: str) -> list[WriteLease]:
