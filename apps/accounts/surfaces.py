@@ -446,8 +446,14 @@ class ActorSurface:
       "next_cursor": ...}``. Deletion reads every page *before* ``purge`` and deletes those
       blobs first, then sweeps the owner's blob prefixes.
 
+    * ``import_page(page: dict) -> dict`` — optional: restore one page exactly as
+      ``export_pages`` returned it (``manage.py import_account``), idempotently (a rerun of the
+      same page changes nothing); returns ``{"imported": {table: count}}``. Pages arrive in
+      export order, after the public rows and the blobs.
+
     ``export_pages`` may be ``None`` only with a ``note`` saying why nothing is exported;
-    ``blob_references`` is ``None`` for an actor that stores no blob keys.
+    ``blob_references`` is ``None`` for an actor that stores no blob keys. An exported actor
+    without ``import_page`` says in ``import_note`` why its state stays behind on import.
 
     An actor that declares ``tables`` gets them the first time it runs for a user
     (``kody.userschema.tablesets``). Until then it has no state: export shows its section
@@ -461,6 +467,8 @@ class ActorSurface:
     export_section: str | None
     blob_references: str | None = None
     note: str = ""
+    import_page: str | None = None
+    import_note: str = ""
 
 
 _ACTOR_SURFACES: dict[str, ActorSurface] = {}
@@ -479,6 +487,10 @@ def register_actor(surface: ActorSurface) -> ActorSurface:
         raise ValueError(f"{surface.actor}: export_pages and export_section go together")
     if surface.export_pages is None and not surface.note:
         raise ValueError(f"{surface.actor}: say in note why the actor is not exported")
+    if surface.import_page is not None and surface.export_pages is None:
+        raise ValueError(f"{surface.actor}: import_page restores what export_pages wrote")
+    if surface.export_pages is not None and surface.import_page is None and not surface.import_note:
+        raise ValueError(f"{surface.actor}: say in import_note why its export is not imported")
     existing = _ACTOR_SURFACES.get(surface.actor)
     if existing is not None and existing != surface:
         raise ValueError(f"{surface.actor} is registered twice with different hooks")

@@ -147,3 +147,110 @@ def test_a_failure_mid_import_leaves_no_rows(tmp_path, monkeypatch):
         call_command("import_account", str(first), "--no-reindex", stdout=io.StringIO())
     assert not User.objects.filter(stable_user_id=stable).exists()
     assert not ValueBucket.objects.filter(user_id=stable).exists()
+
+
+def mail_and_storage(user: User, subject: str) -> None:
+    """A delivered email (mailbox rows + raw MIME blob) and a StorageRunner bucket."""
+    from email.message import EmailMessage
+
+    from apps.jobs.actor import StorageRunner
+    from apps.mailbox.services import inbound
+
+    msg = EmailMessage()
+    msg["From"] = "Grace <grace@example.org>"
+    msg["To"] = f"{user.username}@{django_settings.KODY_MAIL_DOMAIN}"
+    msg["Subject"] = subject
+    msg["Message-ID"] = f"<{subject.replace(' ', '-')}@example.org>"
+    msg.set_content(f"{subject}: the body ünïcode\n")
+    outcome = inbound.deliver(msg.as_bytes(), msg["To"])
+    assert outcome.status == "received", outcome
+    StorageRunner.call(
+        user.stable_user_id, "set_value", storage_id="job:j1", key="cursor", value={"at": subject}
+    )
+
+
+def actor_state(stable: str) -> tuple[dict, dict]:
+    from apps.jobs.actor import StorageRunner
+    from apps.mailbox.actor import Mailbox
+
+    return (
+        Mailbox.call(stable, "count"),
+        StorageRunner.call(stable, "get_value", storage_id="job:j1", key="cursor"),
+    )
+
+
+@pytest.fixture
+def mail_domain(settings):  # type: ignore[no-untyped-def]
+    from apps.mailbox.models import EmailUserGraphAuthority
+
+    # A seed row of the migrations; an earlier transactional test's flush may have taken it.
+    EmailUserGraphAuthority.objects.get_or_create(id=1)
+    settings.KODY_MAIL_DOMAIN = "mail.test"
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+
+
+def test_mail_and_storage_travel_through_actor_state(tmp_path, mail_domain):
+    owner, other = make_owner(), make_owner()
+    mail_and_storage(owner, "owner letter")
+    mail_and_storage(other, "other letter")
+    stable, email = owner.stable_user_id, owner.email
+    owner_state, other_state = actor_state(stable), actor_state(other.stable_user_id)
+    assert owner_state[0]["messages"] == 1 and owner_state[1]["value"] == {"at": "owner letter"}
+    raw_keys = sorted(blobs.list_prefix("email_blobs", f"email-raw:v1:{stable}/"))
+    raw = {key: blobs.bucket("email_blobs").open(key).read() for key in raw_keys}
+    assert len(raw) == 2  # the m1 blob from make_owner and the delivered message
+
+    first = export(email, tmp_path / "first")
+    call_command("purge_account", email, "--yes", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command("import_account", str(first), "--no-reindex", stdout=out)
+    printed = out.getvalue()
+    assert "imported mailbox.email_messages: 1" in printed
+    assert "imported storage_runner.storage_entries: 1" in printed
+    assert "not imported actor:user_meter: usage counters" in printed
+
+    assert actor_state(stable) == owner_state
+    for key, content in raw.items():
+        assert blobs.bucket("email_blobs").open(key).read() == content
+    second = export(email, tmp_path / "second")
+    assert (second / "sections" / "mailbox.jsonl").read_text() == (
+        first / "sections" / "mailbox.jsonl"
+    ).read_text()
+    assert (second / "sections" / "storage_runner.jsonl").read_text() == (
+        first / "sections" / "storage_runner.jsonl"
+    ).read_text()
+
+    call_command("purge_account", email, "--yes", stdout=io.StringIO())
+    assert traces_of(stable, email) == []
+    assert list(blobs.list_prefix("email_blobs", f"email-raw:v1:{stable}/")) == []
+    assert actor_state(other.stable_user_id) == other_state  # the other person is untouched
+
+
+def test_an_import_stopped_in_actor_state_resumes(tmp_path, mail_domain, monkeypatch):
+    from apps.mailbox.actor import Mailbox
+
+    owner = make_owner()
+    mail_and_storage(owner, "letter")
+    stable, before = owner.stable_user_id, actor_state(owner.stable_user_id)
+    first = export(owner.email, tmp_path / "first")
+    call_command("purge_account", owner.email, "--yes", stdout=io.StringIO())
+
+    real = Mailbox.import_page
+
+    def disk_full(self, page):  # type: ignore[no-untyped-def]
+        if page["section"] == "messages":
+            raise RuntimeError("disk full")
+        return real(self, page)
+
+    monkeypatch.setattr(Mailbox, "import_page", disk_full)
+    with pytest.raises(CommandError, match="import incomplete.*--resume"):
+        call_command("import_account", str(first), "--no-reindex", stdout=io.StringIO())
+    assert User.objects.filter(stable_user_id=stable).exists()
+    assert actor_state(stable)[0]["messages"] == 0
+
+    monkeypatch.setattr(Mailbox, "import_page", real)
+    call_command("import_account", str(first), "--resume", "--no-reindex", stdout=io.StringIO())
+    call_command(
+        "import_account", str(first), "--resume", "--no-reindex", stdout=io.StringIO()
+    )  # idempotent
+    assert actor_state(stable) == before

@@ -6,6 +6,9 @@ are remapped: every table's auto-increment key gets a new value here, and every 
 ``users.id`` points at the new account. The stable user id is kept so blob keys and vector
 namespaces stay valid — unless this instance already has it, then the import refuses.
 
+Actor state goes in last, through each actor's ``import_page`` hook (the mailbox's threads and
+messages, StorageRunner buckets); an actor without one is reported with its ``import_note``.
+
 Not imported, by design, and reported: credential tables (their secrets are never exported),
 secret values, another party's ids shown as ``[redacted]``, roles and permissions of the old
 instance. Vectors are rebuilt by ``manage.py reindex --user EMAIL`` afterwards.
@@ -24,7 +27,12 @@ from django.contrib.auth.hashers import make_password
 from django.core.files import File
 from django.db import models, transaction
 
-from apps.accounts.export.service import REDACTED, SCHEMA_VERSION, exported_tables
+from apps.accounts.export.service import (
+    REDACTED,
+    SCHEMA_VERSION,
+    actor_sections,
+    exported_tables,
+)
 from apps.accounts.models import User
 from apps.accounts.ownership import model_for_table
 from apps.accounts.surfaces import TableTarget
@@ -38,6 +46,11 @@ NOT_PORTABLE = {"users_groups", "users_user_permissions", "user_email_claims"}
 class ImportRefused(KodyError):
     code = "import_refused"
     status = 400
+
+
+class ImportIncomplete(KodyError):
+    code = "import_incomplete"
+    status = 503
 
 
 @dataclass
@@ -102,12 +115,58 @@ def import_account(directory: Path, *, email: str | None = None) -> ImportReport
         raise
     report.blobs = len(uploaded)
     report.skipped["secret values"] = "never exported; set them again"
-    for section in manifest["sections"]:
-        if section["section"] not in ("d1_table", "r2_object"):
-            report.warnings.append(
-                f"{section['section']}: actor state is exported for your records, not imported"
-            )
+    try:
+        import_actor_state(directory, manifest, report)
+    except Exception as exc:
+        raise ImportIncomplete(
+            f"the account and its blobs are in, but actor state stopped at {exc!r:.200}; "
+            "run import_account again with --resume",
+            details={"userId": stable_id},
+        ) from exc
     return report
+
+
+def resume(directory: Path) -> ImportReport:
+    """Run the actor-state part again for an account an earlier import created."""
+    manifest = verify(directory)
+    user = User.objects.filter(stable_user_id=manifest["userId"]).first()
+    if user is None:
+        raise ImportRefused("no account here has this export's stable user id; import it first")
+    report = ImportReport(user=user)
+    import_actor_state(directory, manifest, report)
+    return report
+
+
+def import_actor_state(directory: Path, manifest: dict[str, Any], report: ImportReport) -> None:
+    """Each exported actor section through its ``import_page`` hook, page by page, in the
+    user's own actors (so the kernel's owner checks and schema rules apply). The hooks are
+    idempotent: after a failure here the account exists, and ``import_account DIR --resume``
+    runs this part again."""
+    from kody.actors.base import actor_named
+
+    sections = actor_sections()
+    user_id = manifest["userId"]
+    for entry in manifest["sections"]:
+        name = entry["section"]
+        if name in ("d1_table", "r2_object"):
+            continue
+        surface = sections.get(name)
+        if surface is None or surface.import_page is None:
+            why = surface.import_note if surface is not None else "unknown to this instance"
+            report.skipped[f"actor:{name}"] = why
+            continue
+        path = directory / "sections" / f"{name}.jsonl"
+        if not path.is_file():
+            continue
+        actor = actor_named(surface.actor)
+        with open(path) as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                answer = actor.call(user_id, surface.import_page, page=json.loads(line))
+                for table, count in answer.get("imported", {}).items():
+                    key = f"{name}.{table}"
+                    report.rows[key] = report.rows.get(key, 0) + int(count)
 
 
 def _rows(directory: Path, table: str) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ register_actor(
         purge="purge",
         export_pages="export_state",
         export_section="job_manager",
+        import_note="re-armed from the imported jobs table by the job_schedule_watchdog lane",
         note="alarm state only; the jobs themselves are the public jobs table",
     )
 )
@@ -20,6 +21,7 @@ register_actor(
         purge="purge",
         export_pages="export_runs",
         export_section="run_records",
+        import_note="run history of the old instance, kept in the export for the record",
         note="runs with log lines, invocation ledger, workflow projections, job observability, "
         "package run successes, activation milestones",
     )
@@ -30,6 +32,7 @@ register_actor(
         purge="purge",
         export_pages="export_storage",
         export_section="storage_runner",
+        import_page="import_storage",
         note="every StorageRunner bucket (storage id -> key -> JSON value)",
     )
 )

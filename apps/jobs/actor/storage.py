@@ -135,6 +135,22 @@ class StorageRunner(Actor):
             "next_cursor": next_cursor,
         }
 
+    def import_storage(self, page: dict[str, Any]) -> dict[str, Any]:
+        """Restore one ``export_storage`` page (``import_account``): each entry as a write, so
+        the buckets' inventory rows follow; running the same page twice changes nothing."""
+        touched: set[str] = set()
+        for entry in page.get("entries", []):
+            storage_id, key, value = entry["storageId"], entry["key"], entry["value"]
+            m.StorageEntry.objects.update_or_create(
+                storage_id=storage_id,
+                key=key,
+                defaults={"value": value, "bytes": _size(key, value), "updated_at": timezone.now()},
+            )
+            touched.add(storage_id)
+        for storage_id in sorted(touched):
+            self._inventory(storage_id)
+        return {"imported": {"storage_entries": len(page.get("entries", []))}}
+
     @deletion_safe
     def purge(self) -> dict[str, Any]:
         return {"deleted": {"storage_entries": m.StorageEntry.objects.all().delete()[0]}}

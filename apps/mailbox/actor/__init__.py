@@ -10,6 +10,7 @@ register_actor(
         purge="purge",
         export_pages="export_pages",
         export_section="mailbox",
+        import_page="import_page",
         blob_references="blob_references",
         note="threads, messages, attachments and delivery events; raw MIME and external "
         "attachments are in email_blobs under email-raw:v1:/email-attachment:v1:{userId}/",

@@ -929,6 +929,31 @@ class Mailbox(Actor):
             next_cursor = _encode_cursor(nxt, "") if nxt else None
         return {"section": section, "rows": rows, "next_cursor": next_cursor}
 
+    @owned
+    def import_page(self, page: dict[str, Any]) -> dict[str, Any]:
+        """Restore one ``export_pages`` page (``import_account``), sections in export order so
+        parents come first. Rows keep their ids (blob keys embed them); a row already here is
+        left alone, so a rerun of the same page changes nothing. The stale-delivery and
+        retention clocks start again from now."""
+        section = page.get("section")
+        if section not in EXPORT_SECTIONS:
+            raise errors.InvalidCursor()
+        model = {
+            "threads": m.EmailThread,
+            "messages": m.EmailMessage,
+            "attachments": m.EmailAttachment,
+            "delivery_events": m.EmailDeliveryEvent,
+        }[section]
+        fields = model._meta.concrete_fields
+        objects = [
+            model(**{f.attname: row[f.column] for f in fields if f.column in row})
+            for row in page.get("rows", [])
+        ]
+        model.objects.bulk_create(objects, ignore_conflicts=True)
+        if section == "messages" and objects:
+            self.set_alarm(timezone.now() + MESSAGE_RETENTION)
+        return {"imported": {model._meta.db_table: len(objects)}}
+
     @deletion_safe
     @owned
     def purge(self) -> dict[str, Any]:

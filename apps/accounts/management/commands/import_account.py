@@ -19,10 +19,22 @@ class Command(BaseCommand):
         parser.add_argument("directory")
         parser.add_argument("--email", default=None, help="sign in with this address instead")
         parser.add_argument("--no-reindex", action="store_true", help="skip rebuilding vectors")
+        parser.add_argument(
+            "--resume",
+            action="store_true",
+            help="the account exists from an earlier run that stopped in actor state: "
+            "import that part again (it is idempotent)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        directory = Path(options["directory"])
         try:
-            report = importer.import_account(Path(options["directory"]), email=options["email"])
+            if options["resume"]:
+                report = importer.resume(directory)
+            else:
+                report = importer.import_account(directory, email=options["email"])
+        except importer.ImportIncomplete as exc:
+            raise CommandError(f"import incomplete: {exc.message}") from None
         except KodyError as exc:
             raise CommandError(f"import refused: {exc.message}") from None
         user = report.user
