@@ -161,9 +161,10 @@ def import_actor_state(directory: Path, manifest: dict[str, Any], report: Import
         actor = actor_named(surface.actor)
         with open(path) as handle:
             for line in handle:
-                if not line.strip():
-                    continue
-                answer = actor.call(user_id, surface.import_page, page=json.loads(line))
+                page = json.loads(line) if line.strip() else {}
+                if not page:
+                    continue  # the actor never ran for the old account: nothing to create
+                answer = actor.call(user_id, surface.import_page, page=page)
                 for table, count in answer.get("imported", {}).items():
                     key = f"{name}.{table}"
                     report.rows[key] = report.rows.get(key, 0) + int(count)
