@@ -64,7 +64,9 @@ def test_deferred_write_commits_then_the_task_makes_it_searchable(
 ):
     with django_capture_on_commit_callbacks() as kicks:
         memory = as_owner.call("memoryUpsert", **TEA)["memory"]
-    assert len(kicks) == 1  # the drain is kicked after COMMIT
+    # The drain is kicked after COMMIT (beside the kernel's own schema-cache callbacks of the
+    # write lease's actor calls).
+    assert len([k for k in kicks if k.__module__.startswith("apps.")]) == 1
     assert McpMemory.objects.filter(id=memory["id"]).exists()
     assert vectors_of(owner) == 0
     [debt] = SearchIndexDebt.objects.all()
