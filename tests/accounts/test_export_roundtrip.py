@@ -15,12 +15,15 @@ from django.test import override_settings
 
 from apps.accounts.models import User
 from apps.accounts.services import tokens
+from apps.jobs.models import Job
 from apps.packages.models import McpMemory, ValueBucket, ValueEntry
 from config.buckets import bucket_storages
 from kody import blobs
 from kody.blobs.keys import email_raw_key
+from kody.kv import store
 from tests.accounts.factories import UserFactory
 from tests.accounts.test_deletion import traces_of
+from tests.jobs.factories import JobFactory
 from tests.packages.factories import McpMemoryFactory, ValueBucketFactory, ValueEntryFactory
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
@@ -167,6 +170,8 @@ def mail_and_storage(user: User, subject: str) -> None:
     StorageRunner.call(
         user.stable_user_id, "set_value", storage_id="job:j1", key="cursor", value={"at": subject}
     )
+    JobFactory(id=f"job-{user.stable_user_id[:12]}", user_id=user.stable_user_id, name=subject)
+    store.put(f"package-retriever-manifest:v1:{user.stable_user_id}:x", subject.encode())
 
 
 def actor_state(stable: str) -> tuple[dict, dict]:
@@ -210,6 +215,7 @@ def test_mail_and_storage_travel_through_actor_state(tmp_path, mail_domain):
     assert "not imported actor:user_meter: usage counters" in printed
 
     assert actor_state(stable) == owner_state
+    assert Job.objects.get(user_id=stable).name == "owner letter"
     for key, content in raw.items():
         assert blobs.bucket("email_blobs").open(key).read() == content
     second = export(email, tmp_path / "second")
@@ -223,7 +229,12 @@ def test_mail_and_storage_travel_through_actor_state(tmp_path, mail_domain):
     call_command("purge_account", email, "--yes", stdout=io.StringIO())
     assert traces_of(stable, email) == []
     assert list(blobs.list_prefix("email_blobs", f"email-raw:v1:{stable}/")) == []
-    assert actor_state(other.stable_user_id) == other_state  # the other person is untouched
+    assert not Job.objects.filter(user_id=stable).exists()
+    assert store.get(f"package-retriever-manifest:v1:{stable}:x") is None
+    # The other person is untouched.
+    assert actor_state(other.stable_user_id) == other_state
+    assert Job.objects.get(user_id=other.stable_user_id).name == "other letter"
+    assert store.get(f"package-retriever-manifest:v1:{other.stable_user_id}:x") == b"other letter"
 
 
 def test_an_import_stopped_in_actor_state_resumes(tmp_path, mail_domain, monkeypatch):
