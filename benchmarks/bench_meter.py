@@ -73,7 +73,8 @@ def main() -> None:
     warm([one, *many])
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
-        f"Meter hot-path benchmark ({seconds:g}s per row, {settings.KODY_ACTOR_SHARDS} shards,"
+        f"Meter hot-path benchmark ({seconds:g}s per row, {settings.KODY_ACTOR_SHARDS} shards over"
+        f" {settings.KODY_ACTOR_WORKER_PROCESSES} worker process(es),"
         f" batch {settings.KODY_ACTOR_BATCH_SIZE}, load average {load})\n"
     )
 
