@@ -4,11 +4,13 @@ tokens, second factors, flags, platform rows, campaigns, operator records, audit
 
 from __future__ import annotations
 
+import functools
 import secrets
 from datetime import timedelta
 from typing import Any
 
 import factory
+from django.contrib.auth.hashers import make_password
 from django.utils import timezone
 from factory.django import DjangoModelFactory, Password
 
@@ -27,6 +29,14 @@ from apps.accounts.models.users import stable_user_id_for
 from apps.accounts.services.tokens import DISPLAY_CHARS, PAT_PREFIX, SECRET_BYTES, hash_secret
 
 PASSWORD = "correct-horse-battery-staple-9"
+
+
+@functools.cache
+def _hashed(raw: str) -> str:
+    # PBKDF2 at Django's 1,000,000 iterations takes a second or more per call here; hashing each
+    # distinct password once per process and sharing the salted hash keeps every cast member
+    # from paying for it. The hash is a real one: check_password and a subprocess server agree.
+    return make_password(raw)
 
 
 class UserFactory(DjangoModelFactory):
@@ -50,7 +60,7 @@ class UserFactory(DjangoModelFactory):
     username = factory.Sequence(lambda n: f"person{n}")
     email = factory.LazyAttribute(lambda user: f"{user.username}@example.com")
     stable_user_id = factory.LazyAttribute(lambda user: stable_user_id_for(user.email))
-    password = Password(PASSWORD)
+    password = Password(PASSWORD, transform=_hashed)
     email_verified_at = factory.LazyFunction(timezone.now)
 
     @factory.post_generation

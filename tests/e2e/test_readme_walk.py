@@ -7,8 +7,9 @@ signs up in the browser, follows the mailed link (on the port ``up`` serves), mi
 Web, the shard workers and beat run exactly as ``up`` starts them: no inline actors, so every
 page that reads a person's own state goes through the real queue. Development mail goes to the
 console backend, i.e. ``up``'s output, which is where the verification link is read from.
-Every failure message carries ``up``'s output; teardown stops ``up`` by its process group, then
-whatever it started, then the embedded servers.
+A failed run reports ``up``'s whole output (printed at teardown, which pytest shows for failed
+tests); teardown stops ``up`` by its process group, then whatever it started, then the
+embedded servers.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class Up:
         return "\n".join(["--- ./scripts/up output ---", *self.lines, "--- end ---"])
 
     def fail(self, why: str) -> None:
-        pytest.fail(f"{why}\n{self.output()}", pytrace=False)
+        pytest.fail(f"{why} (./scripts/up's output: 'Captured stdout teardown')", pytrace=False)
 
     def wait_for(self, pattern: str, seconds: float = STEP_SECONDS) -> re.Match[str]:
         """The first line of up's output matching ``pattern``, waiting for it if need be."""
@@ -163,6 +164,9 @@ def up() -> Iterator[tuple[Up, str]]:
     finally:
         server.stop()
         shutil.rmtree(var, ignore_errors=True)
+        # pytest shows captured output only for a failed test: whatever failed (a step of ours,
+        # a Playwright expectation, the SDK client), the report carries everything up printed.
+        print(server.output())
 
 
 def test_the_readme_works_as_printed(browser: Any, up: tuple[Up, str]) -> None:
