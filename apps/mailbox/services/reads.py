@@ -9,6 +9,7 @@ from apps.accounts.models import User
 from apps.mailbox.actor import Mailbox
 from apps.mailbox.errors import AttachmentNotFound, AttachmentUnavailable
 from apps.mailbox.services import blobstore, mime
+from kody.userschema.schemas import has_actor_state
 
 
 def _call(user: User, method: str, **kwargs: Any) -> Any:
@@ -41,7 +42,21 @@ def delete(user: User, message_id: str) -> dict[str, Any]:
     return _call(user, "delete_message", message_id=message_id)
 
 
+# Mailbox.count of a mailbox that never got mail: what its empty tables would answer.
+NO_MAIL = {
+    "threads": 0,
+    "messages": 0,
+    "attachments": 0,
+    "deliveryEvents": 0,
+    "pendingIndexRepairs": 0,
+    "retentionRetries": 0,
+}
+
+
 def count(user: User) -> dict[str, int]:
+    if not has_actor_state(user.stable_user_id, Mailbox.name):
+        # Counting must not create the mailbox's tables (they come with the first mail).
+        return dict(NO_MAIL)
     return _call(user, "count")
 
 
@@ -62,5 +77,7 @@ def attachment(user: User, message_id: str, attachment_id: str) -> dict[str, Any
 
 
 def stored_message_count(user_id: str) -> int:
-    """The ``stored_email_messages`` counter: the Mailbox is the authority."""
+    """The ``stored_email_messages`` counter: the Mailbox is the authority (none yet: 0)."""
+    if not has_actor_state(user_id, Mailbox.name):
+        return 0
     return int(Mailbox.call(user_id, "count")["messages"])
