@@ -11,17 +11,13 @@ from django.db import connection
 
 from kody.lanes import Cadence, Lane, registry
 from kody.userschema.naming import like_pattern
+from tests.accounts.factories import UserFactory
 
 
 def new_user_id() -> str:
     """A real, live account's stable id: the kernel creates schemas only for live accounts
     (``KODY_ACCOUNT_DIRECTORY``), so kernel tests make the accounts they act as."""
-    from apps.accounts.models import User
-
-    token = secrets.token_hex(8)
-    return User.objects.create(
-        username=f"k-{token}", email=f"k-{token}@example.test", stable_user_id=secrets.token_hex(32)
-    ).stable_user_id
+    return UserFactory(username=f"k-{secrets.token_hex(8)}").stable_user_id
 
 
 def drop_user_schemas() -> None:
