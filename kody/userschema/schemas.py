@@ -136,12 +136,21 @@ def _stamp_active(user_id: str, using: str) -> int:
         return -1
     day = timezone.now().date()
     with connections[using].cursor() as cursor:
+        # SKIP LOCKED: never wait behind a call holding the row (set_alarm); try again later.
         cursor.execute(
-            f"UPDATE {REGISTRY} SET active_on = %s WHERE user_id = %s"
-            " AND (active_on IS NULL OR active_on < %s)",
-            [day, user_id, day],
+            f"WITH due AS (SELECT user_id FROM {REGISTRY} WHERE user_id = %s"
+            " AND (active_on IS NULL OR active_on < %s) FOR UPDATE SKIP LOCKED)"
+            f" UPDATE {REGISTRY} r SET active_on = %s FROM due WHERE r.user_id = due.user_id"
+            f" RETURNING 1",
+            [user_id, day, day],
         )
-    return _today()
+        stamped = cursor.fetchone() is not None
+        if not stamped:
+            cursor.execute(
+                f"SELECT 1 FROM {REGISTRY} WHERE user_id = %s AND active_on >= %s", [user_id, day]
+            )
+            stamped = cursor.fetchone() is not None
+    return _today() if stamped else -1
 
 
 def create_schema(

@@ -249,3 +249,33 @@ def test_bad_idle_days_is_refused(owner_id):
 
     with pytest.raises(CommandError):
         call_command("hibernate_schemas", "--idle-days", "0", stdout=io.StringIO())
+
+
+def test_stamping_activity_never_waits_behind_a_locked_registry_row(owner_id, inline_actors):
+    _consume(owner_id)
+    UserSchema.objects.filter(user_id=owner_id).update(active_on=None)
+    known.forget(owner_id)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:  # another session holds the user's registry row, as set_alarm does
+        from django.db import transaction
+
+        try:
+            with transaction.atomic():
+                list(UserSchema.objects.select_for_update().filter(user_id=owner_id))
+                holding.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(10)
+    try:
+        assert _consume(owner_id)["count"] == 2  # ran without waiting for the row
+        assert known.entry(owner_id)[2] == -1  # not stamped: the next call tries again
+    finally:
+        release.set()
+        holder.join(10)
+    _consume(owner_id)
+    assert UserSchema.objects.get(user_id=owner_id).active_on == timezone.now().date()
