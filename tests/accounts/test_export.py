@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import secrets
+from datetime import UTC, datetime
 
 import pytest
 from django.conf import settings as django_settings
@@ -19,7 +20,7 @@ from apps.accounts.export.service import InvalidCursor, ObjectChanged
 from apps.accounts.models import AccessToken, User
 from apps.accounts.services import tokens
 from apps.entitlements.actor import UserMeter
-from apps.packages.models import ValueBucket
+from apps.packages.models import ValueBucket, ValueEntry
 from config.buckets import bucket_storages
 from kody import blobs
 from kody.blobs.keys import email_raw_key
@@ -102,6 +103,16 @@ def test_table_sections_page_by_key_and_hold_only_the_owners_rows(owner, outside
     assert [r["name"] for r in all_rows(outsider, "value_entries", limit=2)] == [
         f"theirs-{n}" for n in range(4)
     ]
+
+
+def test_times_leave_with_every_microsecond(owner):
+    # Django's JSON encoder cuts times to milliseconds: .000500 would come back as .000000 and
+    # an imported account would not match its export.
+    bucket = give_values(owner, 1, "precise")
+    when = datetime(2026, 3, 1, 12, 0, 0, 500, tzinfo=UTC)
+    ValueEntry.objects.filter(bucket=bucket).update(created_at=when, updated_at=when)
+    [row] = all_rows(owner, "value_entries", limit=5)
+    assert row["created_at"] == row["updated_at"] == "2026-03-01T12:00:00.000500Z"
 
 
 def test_credential_columns_never_leave(owner):

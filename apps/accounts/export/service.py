@@ -20,7 +20,7 @@ import base64
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from typing import Any
 
 from django.core import signing
@@ -357,7 +357,13 @@ def _plain(value: Any) -> Any:
 
 
 class ExportEncoder(DjangoJSONEncoder):
+    """Django's encoder, but lossless: times keep their microseconds (Django's cuts them to
+    milliseconds, so an import would not restore what was exported), bytes go as base64."""
+
     def default(self, o: Any) -> Any:
         if isinstance(o, bytes | memoryview):
             return {"base64": base64.b64encode(bytes(o)).decode("ascii")}
+        if isinstance(o, datetime | time):
+            text = o.isoformat()
+            return text[:-6] + "Z" if text.endswith("+00:00") else text
         return super().default(o)
