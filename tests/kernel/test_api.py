@@ -12,7 +12,11 @@ from kody.capabilities import Context, capability, unregister
 from kody.errors import AccountDeleting, KodyError
 from tests.cast import bearer
 
-pytestmark = pytest.mark.django_db(databases=["default", "audit"])
+# A mutating capability holds a write lease in the caller's UserMeter: actors run inline.
+pytestmark = [
+    pytest.mark.django_db(databases=["default", "audit"]),
+    pytest.mark.usefixtures("inline_actors"),
+]
 
 Token = tuple[AccessToken, str]
 

@@ -23,7 +23,11 @@ from kody.capabilities import (
 )
 from kody.errors import AccountDeleting, Forbidden, InvalidInput, KodyError
 
-pytestmark = pytest.mark.django_db(databases=["default", "audit"])
+# A mutating capability holds a write lease in the caller's UserMeter: actors run inline.
+pytestmark = [
+    pytest.mark.django_db(databases=["default", "audit"]),
+    pytest.mark.usefixtures("inline_actors"),
+]
 
 
 class LimitReached(KodyError):
