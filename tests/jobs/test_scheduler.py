@@ -8,6 +8,7 @@ import pytest
 from django.forms.models import model_to_dict
 from django.test import override_settings
 
+from apps.entitlements.services import metering
 from apps.jobs import services
 from apps.jobs.actor import RunLog
 from apps.jobs.actor.manager import LEASE
@@ -129,6 +130,8 @@ def test_a_claim_rolled_back_leaves_no_dispatch(owner, clock, monkeypatch):
     runner.wake_due_alarms()
     assert Job.objects.get(id=job["id"]).claim_token is None  # the claim rolled back...
     assert not OutboxMessage.objects.exists()  # ...and its dispatch with it
+    day = clock_now().date().isoformat()  # ...and its job_runs_per_day charge
+    assert metering.read_daily(owner.stable_user_id, day)["job_runs_per_day"] == 0
 
 
 def test_a_repeated_dispatch_arrives_after_the_run_lease_and_runs_nothing(owner, clock):
@@ -181,6 +184,7 @@ def test_a_thousand_due_jobs_drain_in_bounded_alarms(owner, clock, wake, monkeyp
     from apps.jobs.actor import manager
 
     monkeypatch.setitem(plans.LIMITS[plans.Plan.FREE], "scheduled_jobs", 2000)
+    monkeypatch.setitem(plans.LIMITS[plans.Plan.FREE], "job_runs_per_day", 2000)  # claims charge
     per_alarm: list[int] = []
 
     def finish_at_once(user_id, claims):  # type: ignore[no-untyped-def]
@@ -269,7 +273,6 @@ def test_a_failing_target_retries_with_backoff_then_moves_on(owner, clock, wake,
 
 def test_job_runs_per_day_is_metered_and_enforced(owner, clock, wake, monkeypatch):
     from apps.entitlements import plans
-    from apps.entitlements.services import metering
 
     monkeypatch.setitem(plans.LIMITS[plans.Plan.FREE], "job_runs_per_day", 2)
     job = schedule(owner)
@@ -282,6 +285,45 @@ def test_job_runs_per_day_is_metered_and_enforced(owner, clock, wake, monkeypatc
     assert runs[-1]["errorName"] == "limit_reached"
     day = clock_now().date().isoformat()
     assert metering.read_daily(owner.stable_user_id, day)["job_runs_per_day"] == 2
+
+
+def test_the_claim_charges_its_run_once_and_a_refused_claim_dispatches_nothing(
+    owner, clock, eager_tasks, monkeypatch
+):
+    from apps.entitlements import plans
+    from kody.outbox.models import OutboxMessage
+    from tests.jobs.conftest import relay_outbox
+
+    monkeypatch.setitem(plans.LIMITS[plans.Plan.FREE], "job_runs_per_day", 1)
+    job = schedule(owner)
+    start = Job.objects.get(id=job["id"]).next_run_at
+    day = clock_now().date().isoformat()
+    clock.move_to(start)
+    runner.wake_due_alarms()
+    assert metering.read_daily(owner.stable_user_id, day)["job_runs_per_day"] == 1  # claimed
+    assert relay_outbox() == 1  # the run itself charges nothing more
+    assert metering.read_daily(owner.stable_user_id, day)["job_runs_per_day"] == 1
+    clock.move_to(start + timedelta(minutes=1))
+    runner.wake_due_alarms()  # over the limit: recorded and advanced by the alarm itself
+    assert not OutboxMessage.objects.exists()
+    runs = sorted(job_runs(owner, job["id"]), key=lambda r: r["startedAt"])
+    assert [(r["status"], r["errorName"]) for r in runs] == [
+        ("success", None),
+        ("error", "limit_reached"),
+    ]
+    row = Job.objects.get(id=job["id"])
+    assert row.claim_token is None and row.last_run_status == "error"
+    assert row.next_run_at == start + timedelta(minutes=2)
+    assert metering.read_daily(owner.stable_user_id, day)["job_runs_per_day"] == 1
+
+
+def test_the_job_runs_per_day_charge_is_invisible_to_another_user(owner, outsider, clock, wake):
+    job = schedule(owner)
+    clock.move_to(Job.objects.get(id=job["id"]).next_run_at)
+    wake()
+    day = clock_now().date().isoformat()
+    assert metering.read_daily(owner.stable_user_id, day)["job_runs_per_day"] == 1
+    assert metering.read_daily(outsider.stable_user_id, day)["job_runs_per_day"] == 0
 
 
 def test_a_lost_alarm_cast_is_found_by_the_watchdog(owner, clock, wake):

@@ -8,6 +8,9 @@ Hot path (one UserMeter call, plan from the Redis cache, no shared-table write):
   the charge (a request or job id): after an ``ActorCallTimeout`` the same call with the
   same key charges at most once.
 * ``assert_within(user, resource, n=1)`` checks any limit without charging.
+* ``consume_in_call(context, resource)``: the same charge from inside one of the user's own
+  actor calls, in that call's transaction (the JobManager charges ``job_runs_per_day`` with
+  its claim).
 * ``refund``, ``consume_inbound_delivery`` (charged once per delivery id),
   ``reserve_storage_bytes``.
 
@@ -20,6 +23,7 @@ from apps.entitlements.services.enforcement import (
     NotMetered,
     assert_within,
     consume,
+    consume_in_call,
     consume_inbound_delivery,
     refund,
     reserve_storage_bytes,
@@ -40,6 +44,7 @@ __all__ = [
     "assert_within",
     "cached_plan",
     "consume",
+    "consume_in_call",
     "consume_inbound_delivery",
     "invalidate_plan",
     "plan_of",

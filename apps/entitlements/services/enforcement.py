@@ -18,6 +18,7 @@ from django.utils import timezone
 from apps.entitlements.plans import Kind, Plan, limit_for, resource
 from apps.entitlements.services import metering as meter
 from apps.entitlements.services.plan_cache import cached_plan
+from kody.actors import CallContext
 from kody.errors import KodyError
 
 
@@ -92,6 +93,23 @@ def consume(
     uid, plan, day = user_id_of(user), cached_plan(user_id_of(user)), utc_day(now)
     limit = limit_for(plan, name)
     result = meter.consume(uid, name, day, n, limit, key)  # bootstraps a new day in one call
+    resets_at = next_utc_midnight(now)
+    if not result["allowed"]:
+        raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
+    return Charge(name, int(result["count"]), limit, plan, resets_at)
+
+
+def consume_in_call(
+    context: CallContext, name: str, n: int = 1, *, now: datetime | None = None
+) -> Charge:
+    """``consume`` for ``context``'s user from inside one of their actor calls: the charge is
+    part of that call's transaction (no queue round trip), so it commits exactly when the
+    caller's writes do and needs no key. Raises ``LimitReached`` without charging."""
+    _daily(name)
+    uid = str(context.user_id)
+    plan, day = cached_plan(uid), utc_day(now)
+    limit = limit_for(plan, name)
+    result = meter.consume_in_call(context, name, day, n, limit)
     resets_at = next_utc_midnight(now)
     if not result["allowed"]:
         raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))

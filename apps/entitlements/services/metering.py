@@ -116,6 +116,15 @@ def consume_inbound_delivery_in_call(
     )
 
 
+def consume_in_call(
+    context: CallContext, resource: str, day: str, amount: int, limit: int
+) -> Reading | NeedsBootstrap:
+    """The same charge as :func:`consume`, from inside another actor's call for the same user
+    (its transaction, under the lock it holds). No key: the charge commits or rolls back with
+    the caller's own writes, so it happens once exactly when they do."""
+    return UserMeter(context).consume(resource=resource, day=day, limit=limit, amount=amount)
+
+
 def reconcile_storage_bytes(uid: str) -> StorageReconcile:
     return _call(uid, "reconcile_storage_bytes")
 

@@ -1,21 +1,26 @@
 """JobManager: a user's job scheduler (SCHEMA.md §2.5), the only writer of their ``jobs`` rows.
 
-Design note. The job rows are public (``jobs``), but every write to one user's rows goes
-through this actor, so it runs under that user's owner-row lock and re-arms the alarm in the
-same transaction as the change. The alarm claims at most ``KODY_MAX_DUE_JOBS_PER_ALARM`` due
-jobs, oldest ``next_run_at`` first, and re-arms about a second later while more are due.
-A claim sets a fresh ``claim_token`` and ``lease_expires_at``; the run itself happens on the
-default queue after commit (a capability call may need this user's other actors, which a
-shard worker must never wait for): the claim writes a ``jobs.dispatch_runs`` message to the
-transactional outbox in the same transaction, so a worker that dies right after COMMIT loses
-no run — the ``outbox_relay`` lane sends it (``transaction.on_commit`` work would be lost,
-leaving the run to wait out its lease). The run reports back with ``finish``, which checks the
+Design note. The job rows are public (``jobs``), but every write to one user's rows goes through
+this actor, so it runs under that user's owner-row lock and re-arms the alarm in the same
+transaction as the change. The alarm claims at most ``KODY_MAX_DUE_JOBS_PER_ALARM`` due jobs,
+oldest ``next_run_at`` first, and re-arms about a second later while more are due. A claim sets
+a fresh ``claim_token`` and ``lease_expires_at``; the run itself happens on the default queue
+after commit (a capability call may need this user's other actors, which a shard worker must
+never wait for): the claim writes a ``jobs.dispatch_runs`` message to the transactional outbox
+in the same transaction, so a worker that dies right after COMMIT loses no run — the
+``outbox_relay`` lane sends it (``transaction.on_commit`` work would be lost, leaving the run to
+wait out its lease). The claim also charges the run's ``job_runs_per_day`` through the UserMeter
+in this same transaction (``consume_in_call``, as the Mailbox charges a delivery), not as a
+queue round trip of its own from the run: the charge commits exactly when the claim does, so
+each claim (the first try, a retry, a reclaim after a lease ran out) is charged once with no key
+needed, and a claim the limit refuses is recorded at once as a ``limit_reached`` run and its
+schedule advanced, nothing dispatched. The run reports back with ``finish``, which checks the
 token, writes the run record (RunLog's tables, same schema) and the next schedule in one
 transaction. A run whose worker died keeps its claim until the lease expires; the next alarm
 then reclaims it as a retry, unless the run record of that occurrence already exists (it
-finished but the report was lost), in which case it only advances the schedule. So a job
-never runs twice concurrently, and each occurrence runs at most once unless a worker dies
-between doing the work and reporting it.
+finished but the report was lost), in which case it only advances the schedule. So a job never
+runs twice concurrently, and each occurrence runs at most once unless a worker dies between
+doing the work and reporting it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Min, Q
 from django.utils import timezone
 
+from apps.entitlements.services import LimitReached, consume_in_call
 from apps.jobs import schedules
 from apps.jobs.actor import models as am
 from apps.jobs.actor import records
@@ -36,6 +42,7 @@ from apps.jobs.models import KILL_SWITCH_KEY, Job, JobsWorkerState
 from apps.packages.services import index_debt
 from kody import outbox
 from kody.actors import Actor, deletion_safe
+from kody.errors import KodyError
 from kody.fields import new_id
 from kody.outbox.core import CLAIM_LEASE
 
@@ -77,6 +84,29 @@ class Outcome(TypedDict, total=False):
     retryable: bool
     calls: list[dict[str, Any]]  # capability calls the run made: run-record fields
     lines: list[dict[str, Any]]
+
+
+def error_name(exc: Exception) -> str:
+    return exc.code if isinstance(exc, KodyError) else type(exc).__name__
+
+
+def failed_outcome(
+    started: datetime,
+    exc: Exception,
+    *,
+    retryable: bool,
+    calls: list[dict[str, Any]] | None = None,
+) -> Outcome:
+    return {
+        "status": "error",
+        "started_at": started.isoformat(),
+        "finished_at": timezone.now().isoformat(),
+        "error_name": error_name(exc),
+        "error_message": str(exc)[:1000],
+        "retryable": retryable,
+        "calls": calls or [],
+        "lines": [{"level": "error", "message": f"{error_name(exc)}: {str(exc)[:500]}"}],
+    }
 
 
 def max_due_per_alarm() -> int:
@@ -188,6 +218,14 @@ class JobManager(Actor):
             job.retry_count += 1
         scheduled_for = job.claimed_scheduled_for if job.claim_token else None
         job.claimed_scheduled_for = scheduled_for or job.retry_scheduled_for or job.next_run_at
+        try:  # this run's charge, committed with its claim (see the design note)
+            consume_in_call(self.context, "job_runs_per_day", now=now)
+        except LimitReached as exc:  # refused: recorded and advanced as a finished run would be
+            self._write_records(
+                job.id, job, job.claimed_scheduled_for, failed_outcome(now, exc, retryable=False)
+            )
+            self._advance(job, now, status="error")
+            return None
         job.claim_token = new_id()
         job.running_since = now
         job.lease_expires_at = now + LEASE

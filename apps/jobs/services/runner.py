@@ -1,8 +1,9 @@
 """Running one claimed job occurrence (on the default queue, never on a shard worker).
 
-``run_claimed`` checks the claim is still ours and unexpired, charges ``job_runs_per_day``,
-calls the target with the owner's identity and grant, and reports to the JobManager, which
-writes the run records and the next schedule in one transaction. Nothing here holds the
+``run_claimed`` checks the claim is still ours and unexpired (the claim itself charged
+``job_runs_per_day``, in the JobManager's transaction), calls the target with the owner's
+identity and grant, and reports to the JobManager, which writes the run records and the next
+schedule in one transaction. Nothing here holds the
 user's actor lock while the target runs: the target may call the user's other actors.
 """
 
@@ -14,9 +15,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from apps.entitlements.services import LimitReached, consume
 from apps.jobs import targets
-from apps.jobs.actor.manager import JobManager, Outcome
+from apps.jobs.actor.manager import JobManager, Outcome, error_name, failed_outcome
 from apps.jobs.models import Job
 from kody.errors import KodyError
 
@@ -43,7 +43,6 @@ def _execute(job: Job, owner: Any, started: datetime) -> Outcome:
     calls: list[dict[str, Any]] = []
     try:
         target = targets.parse_target((job.params_json or {}).get("target"))
-        consume(owner, "job_runs_per_day")
         call_started = timezone.now()
         try:
             target.run(owner, targets.scopes_of(job.caller_context_json or {}))
@@ -51,13 +50,11 @@ def _execute(job: Job, owner: Any, started: datetime) -> Outcome:
             calls.append(_call_record(job, target, call_started, exc))
             raise
         calls.append(_call_record(job, target, call_started, None))
-    except LimitReached as exc:
-        return _failed(started, exc, retryable=False, calls=calls)
     except KodyError as exc:
-        return _failed(started, exc, retryable=exc.status >= 500, calls=calls)
+        return failed_outcome(started, exc, retryable=exc.status >= 500, calls=calls)
     except Exception as exc:
         log.exception("job %s failed", job.id)
-        return _failed(started, exc, retryable=True, calls=calls)
+        return failed_outcome(started, exc, retryable=True, calls=calls)
     return {
         "status": "success",
         "started_at": started.isoformat(),
@@ -77,27 +74,8 @@ def _call_record(
         "storage_id": job.storage_id,
         "started_at": started.isoformat(),
         "finished_at": timezone.now().isoformat(),
-        "error_name": _error_name(exc) if exc else None,
+        "error_name": error_name(exc) if exc else None,
         "error_message": str(exc) if exc else None,
-    }
-
-
-def _error_name(exc: Exception) -> str:
-    return exc.code if isinstance(exc, KodyError) else type(exc).__name__
-
-
-def _failed(
-    started: datetime, exc: Exception, *, retryable: bool, calls: list[dict[str, Any]]
-) -> Outcome:
-    return {
-        "status": "error",
-        "started_at": started.isoformat(),
-        "finished_at": timezone.now().isoformat(),
-        "error_name": _error_name(exc),
-        "error_message": str(exc)[:1000],
-        "retryable": retryable,
-        "calls": calls,
-        "lines": [{"level": "error", "message": f"{_error_name(exc)}: {str(exc)[:500]}"}],
     }
 
 
