@@ -65,24 +65,50 @@ def sql() -> Callable[..., int]:
     return raw_sql
 
 
+# Rows the data migrations seed, which every flush of a transactional test takes away (pytest-django
+# runs those tests after the others, so only they can meet an empty table). The operators group
+# is left out: its migration rebuilds permissions through the app registry.
+SEEDS = (
+    ("apps.entitlements.migrations.0002_storage_reconcile_cursor_row", "create_cursor"),
+    ("apps.jobs.migrations.0002_wake_alarms_periodic_task", "create_wake"),
+    ("apps.mailbox.migrations.0002_database_foreign_keys_and_marker", "create_marker"),
+    ("apps.system_email.migrations.0002_database_foreign_keys_and_marker", "create_marker"),
+    ("kody.migrations.0008_lane_dispatcher_periodic_task", "create_dispatcher"),
+)
+
+
+def _transactional(request: pytest.FixtureRequest) -> bool:
+    marker = request.node.get_closest_marker("django_db")
+    return "transactional_db" in request.fixturenames or bool(
+        marker and marker.kwargs.get("transaction")
+    )
+
+
 @pytest.fixture(autouse=True)
 def _committed_user_schemas_dropped(request: pytest.FixtureRequest) -> Iterator[None]:
     """A transactional test commits per-user schemas, and the cast's stable ids repeat from test
-    to test: after the flush, drop those schemas and forget the process's schema cache, so the
-    next test meets neither a stale schema nor a cache entry whose registry row is gone."""
-    yield
-    marker = request.node.get_closest_marker("django_db")
-    transactional = "transactional_db" in request.fixturenames or bool(
-        marker and marker.kwargs.get("transaction")
-    )
-    if not transactional:
+    to test: afterwards, drop those schemas and forget the process's schema cache, so the next
+    test meets neither a stale schema nor a cache entry whose registry row the flush took. Before
+    one, put back the rows the migrations seed (an earlier flush removed them)."""
+    if not _transactional(request):
+        yield
         return
+    import importlib
+    from types import SimpleNamespace
+
+    from django.apps import apps
     from django.db import connection
 
     from kody.userschema.naming import like_pattern
     from kody.userschema.schemas import known
 
     blocker = request.getfixturevalue("django_db_blocker")
+    with blocker.unblock():
+        for module, function in SEEDS:
+            getattr(importlib.import_module(module), function)(
+                apps, SimpleNamespace(connection=connection)
+            )
+    yield
     with blocker.unblock(), connection.cursor() as cursor:
         cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", [like_pattern()])
         for (name,) in cursor.fetchall():

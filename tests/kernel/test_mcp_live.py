@@ -82,6 +82,8 @@ def server_url(django_db_setup: None, tmp_path_factory: pytest.TempPathFactory) 
         "REDIS_URL": settings.REDIS_URL,
         "KODY_DB_CONN_MAX_AGE": "0",
         "KODY_SITE_URL": url,
+        # No shard worker here: a mutating tool's write lease is taken in-process.
+        "KODY_ACTORS_INLINE": "1",
     }
     command = [
         sys.executable, "-m", "uvicorn", "config.asgi:application",
