@@ -105,9 +105,12 @@ def _committed_user_schemas_dropped(request: pytest.FixtureRequest) -> Iterator[
     blocker = request.getfixturevalue("django_db_blocker")
     with blocker.unblock():
         for module, function in SEEDS:
-            getattr(importlib.import_module(module), function)(
-                apps, SimpleNamespace(connection=connection)
-            )
+            try:
+                getattr(importlib.import_module(module), function)(
+                    apps, SimpleNamespace(connection=connection)
+                )
+            except LookupError:
+                continue  # a test limited to some apps (available_apps) has no such table
     yield
     with blocker.unblock(), connection.cursor() as cursor:
         cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", [like_pattern()])
