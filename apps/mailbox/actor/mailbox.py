@@ -154,6 +154,18 @@ def _row(obj: Any) -> dict[str, Any]:
     return out
 
 
+def _section_model(section: Any) -> Any:
+    """The actor model behind one export section (the export cursor and import pages name it)."""
+    if section not in EXPORT_SECTIONS:
+        raise errors.InvalidCursor()
+    return {
+        "threads": m.EmailThread,
+        "messages": m.EmailMessage,
+        "attachments": m.EmailAttachment,
+        "delivery_events": m.EmailDeliveryEvent,
+    }[section]
+
+
 def normalize_subject(subject: str) -> str:
     text = (subject or "").strip()
     while True:
@@ -907,14 +919,7 @@ class Mailbox(Actor):
         """One keyset page of one section (threads, messages, attachments, delivery events)."""
         position = _decode_cursor(cursor, 2) or [EXPORT_SECTIONS[0], ""]
         section, after = position
-        if section not in EXPORT_SECTIONS:
-            raise errors.InvalidCursor()
-        model = {
-            "threads": m.EmailThread,
-            "messages": m.EmailMessage,
-            "attachments": m.EmailAttachment,
-            "delivery_events": m.EmailDeliveryEvent,
-        }[section]
+        model = _section_model(section)
         size = _limit(limit, 500)
         found = list(model.objects.filter(id__gt=after).order_by("id")[: size + 1])
         rows = [_row(r) for r in found[:size]]
@@ -936,14 +941,7 @@ class Mailbox(Actor):
         left alone, so a rerun of the same page changes nothing. The stale-delivery and
         retention clocks start again from now."""
         section = page.get("section")
-        if section not in EXPORT_SECTIONS:
-            raise errors.InvalidCursor()
-        model = {
-            "threads": m.EmailThread,
-            "messages": m.EmailMessage,
-            "attachments": m.EmailAttachment,
-            "delivery_events": m.EmailDeliveryEvent,
-        }[section]
+        model = _section_model(section)
         fields = model._meta.concrete_fields
         objects = [
             model(**{f.attname: row[f.column] for f in fields if f.column in row})
