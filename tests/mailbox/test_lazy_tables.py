@@ -40,3 +40,32 @@ def test_counting_an_empty_mailbox_creates_no_tables_and_the_first_mail_does(own
     # The outsider counts nothing, and still has no mailbox tables.
     assert reads.stored_message_count(outsider.stable_user_id) == 0
     assert not _has_mail_tables(outsider.stable_user_id)
+
+
+def test_every_read_of_a_mailbox_that_never_got_mail_creates_nothing(owner, outsider):
+    from apps.mailbox.errors import MessageNotFound
+
+    empty = {"messages": [], "nextCursor": None}
+    assert reads.list_messages(owner, limit=10) == empty
+    assert reads.search(owner, "hello") == empty
+    assert reads.delivery_events(owner) == {"events": [], "nextCursor": None}
+    for read in (
+        lambda: reads.get_message(owner, "m-1"),
+        lambda: reads.delivery_events(owner, message_id="m-1"),
+        lambda: reads.classify(owner, "m-1", "spam", None),
+        lambda: reads.delete(owner, "m-1"),
+        lambda: reads.attachment(owner, "m-1", "a-1"),
+    ):
+        with pytest.raises(MessageNotFound):
+            read()
+    assert not _has_mail_tables(owner.stable_user_id)
+
+    # Once mail arrives the same reads go to the Mailbox and see it; the outsider still has
+    # neither tables nor the owner's mail.
+    deliver_cli(simple_mail(subject="hello there"), address(owner), "lazy-2")
+    [found] = reads.search(owner, "hello")["messages"]
+    assert reads.get_message(owner, found["id"])["subject"] == "hello there"
+    assert reads.list_messages(outsider, limit=10) == empty
+    with pytest.raises(MessageNotFound):
+        reads.get_message(outsider, found["id"])
+    assert not _has_mail_tables(outsider.stable_user_id)

@@ -7,7 +7,7 @@ from typing import Any
 
 from apps.accounts.models import User
 from apps.mailbox.actor import Mailbox
-from apps.mailbox.errors import AttachmentNotFound, AttachmentUnavailable
+from apps.mailbox.errors import AttachmentNotFound, AttachmentUnavailable, MessageNotFound
 from apps.mailbox.services import blobstore, mime
 from kody.userschema.schemas import has_actor_state
 
@@ -16,29 +16,54 @@ def _call(user: User, method: str, **kwargs: Any) -> Any:
     return Mailbox.call(user.stable_user_id, method, **kwargs)
 
 
+def _no_mail_yet(user: User) -> bool:
+    """The Mailbox never ran for this person: its tables come with the first mail, so a read
+    answers what the empty tables would, without creating them (issue 16)."""
+    return not has_actor_state(user.stable_user_id, Mailbox.name)
+
+
+def _absent(message_id: str) -> MessageNotFound:
+    return MessageNotFound(details={"messageId": message_id})
+
+
 def list_messages(user: User, **filters: Any) -> dict[str, Any]:
+    if filters.get("cursor") is None and _no_mail_yet(user):
+        return {"messages": [], "nextCursor": None}
     return _call(user, "list_messages", **filters)
 
 
 def search(user: User, query: str, limit: int | None = None, cursor: str | None = None) -> Any:
+    if cursor is None and _no_mail_yet(user):
+        return {"messages": [], "nextCursor": None}
     return _call(user, "search_messages", query=query, limit=limit, cursor=cursor)
 
 
 def get_message(user: User, message_id: str) -> dict[str, Any]:
+    if _no_mail_yet(user):
+        raise _absent(message_id)
     return _call(user, "get_message", message_id=message_id)
 
 
 def delivery_events(user: User, **filters: Any) -> dict[str, Any]:
+    if _no_mail_yet(user):
+        if filters.get("message_id"):
+            raise _absent(filters["message_id"])
+        if filters.get("cursor") is None:
+            return {"events": [], "nextCursor": None}
     return _call(user, "list_delivery_events", **filters)
 
 
 def classify(user: User, message_id: str, classification: str, reason: str | None) -> Any:
+    if _no_mail_yet(user):
+        raise _absent(message_id)
     return _call(
         user, "classify", message_id=message_id, classification=classification, reason=reason
     )
 
 
 def delete(user: User, message_id: str) -> dict[str, Any]:
+    if _no_mail_yet(user):
+        raise _absent(message_id)
     return _call(user, "delete_message", message_id=message_id)
 
 
@@ -62,6 +87,8 @@ def count(user: User) -> dict[str, int]:
 
 def attachment(user: User, message_id: str, attachment_id: str) -> dict[str, Any]:
     """The attachment's metadata and bytes (base64), re-parsed from the owner's own raw MIME."""
+    if _no_mail_yet(user):
+        raise _absent(message_id)
     found = _call(user, "locate_attachment", message_id=message_id, attachment_id=attachment_id)
     if found["storageKind"] == "unavailable" or "key" not in found:
         raise AttachmentUnavailable(details={"attachmentId": attachment_id})
