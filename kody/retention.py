@@ -8,9 +8,10 @@ time budget (``RETENTION_BUDGET_SECONDS``) is spent — but the first pass alway
 hot table cannot starve the others. One log line per run reports batches per table.
 
 ``GROWING_TABLES`` names every table that grows with use (seed 000's "Growth and retention
-policies"); each must have a policy registered by some lane (``register_policy``) or a documented
-exemption (``EXEMPT``). ``tests/kernel/test_retention_manifest.py`` enforces it once every app's
-lanes are imported.
+policies"); each is in exactly one of ``POLICIES`` (the lane that prunes it), ``EXEMPT`` (why
+no time-based prune) or ``PENDING`` (a lane the seed names that is not built yet).
+``tests/jobs/test_retention.py`` holds the manifest to the migrated tables and the registered
+lanes.
 """
 
 from __future__ import annotations
