@@ -35,7 +35,7 @@ def test_no_user_meter_call_outside_the_entitlements_services() -> None:
 def test_the_scan_would_see_a_direct_call(tmp_path: Path) -> None:
     sample = tmp_path / "m.py"
     sample.write_text(
-        "def f(u):\n    from apps.entitlements.actor import UserMeter\n"
-        "    return UserMeter.call(u, 'read_day', day='2026-11-29')\n"
+        "def f(u, day):\n    from apps.entitlements.actor import UserMeter\n"
+        "    return UserMeter.call(u, 'read_day', day=day)\n"
     )
     assert _meter_uses(sample) == [2, 3]
