@@ -99,8 +99,7 @@ def _committed_user_schemas_dropped(request: pytest.FixtureRequest) -> Iterator[
     from django.apps import apps
     from django.db import connection
 
-    from kody.userschema.naming import like_pattern
-    from kody.userschema.schemas import known
+    from tests.schemas import drop_user_schemas
 
     blocker = request.getfixturevalue("django_db_blocker")
     with blocker.unblock():
@@ -112,8 +111,5 @@ def _committed_user_schemas_dropped(request: pytest.FixtureRequest) -> Iterator[
             except LookupError:
                 continue  # a test limited to some apps (available_apps) has no such table
     yield
-    with blocker.unblock(), connection.cursor() as cursor:
-        cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", [like_pattern()])
-        for (name,) in cursor.fetchall():
-            cursor.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-    known.clear()
+    with blocker.unblock():
+        drop_user_schemas()

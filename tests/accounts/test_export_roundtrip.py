@@ -186,10 +186,6 @@ def actor_state(stable: str) -> tuple[dict, dict]:
 
 @pytest.fixture
 def mail_domain(settings):  # type: ignore[no-untyped-def]
-    from apps.mailbox.models import EmailUserGraphAuthority
-
-    # A seed row of the migrations; an earlier transactional test's flush may have taken it.
-    EmailUserGraphAuthority.objects.get_or_create(id=1)
     settings.KODY_MAIL_DOMAIN = "mail.test"
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 

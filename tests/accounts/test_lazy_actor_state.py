@@ -32,7 +32,7 @@ def _inline_actors(settings) -> None:  # type: ignore[no-untyped-def]
 def _fresh_schemas() -> None:  # type: ignore[no-untyped-def]
     # The cast's stable ids repeat from test to test while the flush empties the registry:
     # start each test without their schemas or this process's memory of them.
-    from tests.entitlements.conftest import drop_user_schemas
+    from tests.schemas import drop_user_schemas
 
     drop_user_schemas()
 

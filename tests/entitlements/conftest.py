@@ -8,6 +8,7 @@ import pytest
 from django.core.cache import cache
 
 from tests.entitlements.stripe_fake import StripeFake
+from tests.schemas import drop_user_schemas
 
 
 @pytest.fixture(autouse=True)
@@ -40,19 +41,6 @@ def billing_off(settings) -> None:
 def inline_actors(settings) -> None:
     """Actor calls run in-process unless a test asks for the real queue (``celery_worker``)."""
     settings.KODY_ACTORS_INLINE = True
-
-
-def drop_user_schemas() -> None:
-    from django.db import connection
-
-    from kody.userschema.naming import like_pattern
-    from kody.userschema.schemas import known
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", [like_pattern()])
-        for (name,) in cursor.fetchall():
-            cursor.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-    known.clear()
 
 
 @pytest.fixture

@@ -7,24 +7,16 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 
 from kody.lanes import Cadence, Lane, registry
-from kody.userschema.naming import like_pattern
 from tests.accounts.factories import UserFactory
+from tests.schemas import drop_user_schemas
 
 
 def new_user_id() -> str:
     """A real, live account's stable id: the kernel creates schemas only for live accounts
     (``KODY_ACCOUNT_DIRECTORY``), so kernel tests make the accounts they act as."""
     return UserFactory(username=f"k-{secrets.token_hex(8)}").stable_user_id
-
-
-def drop_user_schemas() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", [like_pattern()])
-        for (name,) in cursor.fetchall():
-            cursor.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 @pytest.fixture(scope="session")

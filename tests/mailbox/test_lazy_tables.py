@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _fresh_schemas() -> None:
     # The cast's stable ids repeat across tests while the flush empties the registry.
-    from tests.entitlements.conftest import drop_user_schemas
+    from tests.schemas import drop_user_schemas
 
     drop_user_schemas()
 

@@ -3,7 +3,6 @@ and the recorded result neither loses the mail nor submits it twice."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -18,10 +17,7 @@ from apps.mailbox.errors import MessageNotFound
 from apps.mailbox.services import outbound
 from kody import outbox
 from kody.outbox.models import OutboxMessage
-from kody.userschema.naming import like_pattern
-from kody.userschema.schemas import known
 from tests.mailbox.conftest import cap
-from tests.mailbox.factories import EmailUserGraphAuthorityFactory
 
 # The relay runs outside any transaction, as in production: these tests commit for real.
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
@@ -37,19 +33,6 @@ class Killed(Exception):
 def _no_kick(monkeypatch: pytest.MonkeyPatch) -> None:
     """No relay right after COMMIT (as if the process died there): the tests relay by hand."""
     monkeypatch.setattr("kody.outbox.core._kick", lambda: None)
-
-
-@pytest.fixture(autouse=True)
-def _committed_state(db: None) -> Iterator[None]:
-    """Commits outlive a test here: the flush drops the migration's authority marker (put it
-    back) and leaves the cast's committed schemas behind (drop them)."""
-    EmailUserGraphAuthorityFactory()
-    yield
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE %s", [like_pattern()])
-        for (name,) in cursor.fetchall():
-            cursor.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-    known.clear()
 
 
 def killed(*args, **kwargs):
