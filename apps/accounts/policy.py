@@ -72,15 +72,14 @@ def write_guard(user: Any, holder: str) -> Iterator[None]:
     the release finds gone was repaired by an operator mid-write: ``WriteLeaseLost``."""
     from apps.entitlements.services import metering
 
-    uid = str(user.stable_user_id)
+    uid, holder = str(user.stable_user_id), holder[:255]
     held = _held.get() or {}
     if uid in held:
         yield
         return
-    if is_deleting(user):
-        raise AccountDeleting()
+    assert_can_mutate(user)
     token = uuid.uuid4().hex
-    metering.acquire_write_lease(uid, token, holder[:255], timezone.now().isoformat())
+    metering.acquire_write_lease(uid, token, holder, timezone.now().isoformat())
     reset = _held.set({**held, uid: token})
     completed = False
     try:
@@ -96,7 +95,7 @@ def write_guard(user: Any, holder: str) -> Iterator[None]:
             log.exception("write lease %s of %s (%s) was not released", token, uid, holder)
             released = True
     if completed and not released:
-        raise WriteLeaseLost(details={"holder": holder[:255]})
+        raise WriteLeaseLost(details={"holder": holder})
 
 
 class AccountPolicy:

@@ -37,6 +37,7 @@ from apps.accounts.models import User
 from apps.accounts.ownership import model_for_table
 from apps.accounts.surfaces import TableTarget
 from kody import blobs
+from kody.actors.base import actor_named
 from kody.errors import KodyError
 
 # Roles and permissions belong to the old instance; claims are re-made for the imported address.
@@ -142,8 +143,6 @@ def import_actor_state(directory: Path, manifest: dict[str, Any], report: Import
     user's own actors (so the kernel's owner checks and schema rules apply). The hooks are
     idempotent: after a failure here the account exists, and ``import_account DIR --resume``
     runs this part again."""
-    from kody.actors.base import actor_named
-
     sections = actor_sections()
     user_id = manifest["userId"]
     for entry in manifest["sections"]:

@@ -45,12 +45,7 @@ class StorageRunner(Actor):
         return {"found": row is not None, "value": row.value if row else None}
 
     def set_value(self, storage_id: str, key: str, value: Any) -> dict[str, Any]:
-        size = _size(key, value)
-        m.StorageEntry.objects.update_or_create(
-            storage_id=storage_id,
-            key=key,
-            defaults={"value": value, "bytes": size, "updated_at": timezone.now()},
-        )
+        _put(storage_id, key, value)
         return {"bytes": self._inventory(storage_id)}
 
     def delete_value(self, storage_id: str, key: str) -> dict[str, Any]:
@@ -140,13 +135,8 @@ class StorageRunner(Actor):
         the buckets' inventory rows follow; running the same page twice changes nothing."""
         touched: set[str] = set()
         for entry in page.get("entries", []):
-            storage_id, key, value = entry["storageId"], entry["key"], entry["value"]
-            m.StorageEntry.objects.update_or_create(
-                storage_id=storage_id,
-                key=key,
-                defaults={"value": value, "bytes": _size(key, value), "updated_at": timezone.now()},
-            )
-            touched.add(storage_id)
+            _put(entry["storageId"], entry["key"], entry["value"])
+            touched.add(entry["storageId"])
         for storage_id in sorted(touched):
             self._inventory(storage_id)
         return {"imported": {"storage_entries": len(page.get("entries", []))}}
@@ -154,6 +144,14 @@ class StorageRunner(Actor):
     @deletion_safe
     def purge(self) -> dict[str, Any]:
         return {"deleted": {"storage_entries": m.StorageEntry.objects.all().delete()[0]}}
+
+
+def _put(storage_id: str, key: str, value: Any) -> None:
+    m.StorageEntry.objects.update_or_create(
+        storage_id=storage_id,
+        key=key,
+        defaults={"value": value, "bytes": _size(key, value), "updated_at": timezone.now()},
+    )
 
 
 def _bucket_bytes(storage_id: str) -> int:
