@@ -68,19 +68,23 @@ end
 # ARGV[3]: lease ms.
 _RENEW = _FENCED + "return redis.call('PEXPIRE', KEYS[1], ARGV[3])"
 
-# KEYS[3] queue, KEYS[4] in-flight; ARGV[3] most to take.
-_TAKE = (
-    _FENCED
-    + """
-local taken = {}
-for i = 1, tonumber(ARGV[3]) do
-  local item = redis.call('LMOVE', KEYS[3], KEYS[4], 'RIGHT', 'LEFT')
+
+def _take(queue: str, in_flight: str, most: str) -> str:
+    """Lua: move up to ``most`` calls, oldest first, from ``queue`` to ``in_flight``; return
+    them."""
+    return f"""
+local taken = {{}}
+for i = 1, tonumber({most}) do
+  local item = redis.call('LMOVE', {queue}, {in_flight}, 'RIGHT', 'LEFT')
   if not item then break end
   taken[#taken + 1] = item
 end
 return taken
 """
-)
+
+
+# KEYS[3] queue, KEYS[4] in-flight; ARGV[3] most to take.
+_TAKE = _FENCED + _take("KEYS[3]", "KEYS[4]", "ARGV[3]")
 
 # KEYS[3] in-flight, oldest last.
 _REPLAY = _FENCED + "return redis.call('LRANGE', KEYS[3], 0, -1)"
@@ -95,14 +99,8 @@ for i = 5, #KEYS do
   redis.call('EXPIRE', KEYS[i], ARGV[3])
 end
 redis.call('DEL', KEYS[3])
-local taken = {}
-for i = 1, tonumber(ARGV[4]) do
-  local item = redis.call('LMOVE', KEYS[4], KEYS[3], 'RIGHT', 'LEFT')
-  if not item then break end
-  taken[#taken + 1] = item
-end
-return taken
 """
+    + _take("KEYS[4]", "KEYS[3]", "ARGV[4]")
 )
 
 _RELEASE = _FENCED + "return redis.call('DEL', KEYS[1])"
