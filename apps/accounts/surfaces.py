@@ -106,6 +106,13 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
         export=False,
         note="a deleted admin reviewer: also clears reviewed_at and admin_note",
     ),
+    TableTarget(
+        "kody_lanes",
+        Match.NULL_USER_COLUMN,
+        columns=("paused_by_user_id",),
+        export=False,
+        note="a deleted operator who paused a lane: the pause and its reason stay",
+    ),
     TableTarget("user_usage_campaign_sends", Match.USER_ID),
     TableTarget("user_usage_campaigns", Match.USER_ID),
     TableTarget("user_tips_email_opt_outs", Match.USER_ID),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -26,6 +27,11 @@ _RUN_COLUMNS = (
     "last_finished_at",
     "last_dispatched_at",
 )
+
+
+def _stable_id(request: HttpRequest) -> str | None:
+    """The signed-in operator as a stable user id (``kody.callers.Principal``)."""
+    return getattr(request.user, "stable_user_id", None)
 
 
 @admin.register(LaneControl)
@@ -82,10 +88,20 @@ class LaneControlAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: LaneControl, form: Any, change: bool) -> None:
         if "paused" in form.changed_data:
             obj.paused_at = timezone.now() if obj.paused else None
-            obj.paused_by = request.user.get_username() if obj.paused else ""
+            obj.paused_by_user_id = _stable_id(request) if obj.paused else None
             if not obj.paused:
                 obj.pause_reason = ""
         super().save_model(request, obj, form, change)
+
+    @admin.display(description="paused by")
+    def paused_by(self, obj: LaneControl) -> str:
+        """The operator's current username, looked up by stable id; a deleted operator's
+        id was nulled by their account deletion, so nothing of them is shown."""
+        if not obj.paused_by_user_id:
+            return "—"
+        users = get_user_model()._default_manager.filter(stable_user_id=obj.paused_by_user_id)
+        username = users.values_list(get_user_model().USERNAME_FIELD, flat=True).first()
+        return username or obj.paused_by_user_id
 
     @admin.display(description="cadence")
     def cadence(self, obj: LaneControl) -> str:
@@ -128,7 +144,7 @@ class LaneControlAdmin(admin.ModelAdmin):
     @admin.action(description="Pause selected lanes (they skip their runs until resumed)")
     def pause_lanes(self, request: HttpRequest, queryset: QuerySet[LaneControl]) -> None:
         names = list(queryset.values_list("name", flat=True))
-        changed = control.pause(names, by=request.user.get_username())
+        changed = control.pause(names, by=_stable_id(request))
         for obj in queryset.filter(name__in=names):
             self.log_change(request, obj, "Paused")
         self.message_user(request, f"Paused {changed} lane(s).", messages.SUCCESS)

@@ -52,19 +52,24 @@ def state(row: LaneControl) -> LaneState:
     return LaneState.PAUSED if row.paused else LaneState.ENABLED
 
 
-def pause(names: list[str], *, by: str, reason: str = "") -> int:
-    """Pause the named lanes that are running; the count of rows that changed."""
+def pause(names: list[str], *, by: str | None, reason: str = "") -> int:
+    """Pause the named lanes that are running; the count of rows that changed. ``by`` is the
+    operator's stable user id."""
     now = timezone.now()
     rows = LaneControl.objects.filter(name__in=names, paused=False)
     return rows.update(
-        paused=True, paused_at=now, paused_by=by, pause_reason=reason, updated_at=now
+        paused=True, paused_at=now, paused_by_user_id=by, pause_reason=reason, updated_at=now
     )
 
 
 def resume(names: list[str]) -> int:
     rows = LaneControl.objects.filter(name__in=names, paused=True)
     return rows.update(
-        paused=False, paused_at=None, paused_by="", pause_reason="", updated_at=timezone.now()
+        paused=False,
+        paused_at=None,
+        paused_by_user_id=None,
+        pause_reason="",
+        updated_at=timezone.now(),
     )
 
 

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from kody.fields import stable_user_id
+
 
 class LaneCursor(models.Model):
     """Where a lane's keyset scan stopped, so the next run continues from there."""
@@ -63,7 +65,9 @@ class LaneControl(models.Model):
     name = models.CharField(max_length=100, primary_key=True)
     paused = models.BooleanField(default=False, db_default=False)
     paused_at = models.DateTimeField(null=True, blank=True)
-    paused_by = models.CharField(max_length=150, blank=True, default="", db_default="")
+    # The pausing operator's stable id, not their username: account deletion nulls it
+    # (apps/accounts/surfaces.py), so no name outlives the person.
+    paused_by_user_id = stable_user_id(null=True, blank=True)
     pause_reason = models.CharField(max_length=500, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -25,6 +25,8 @@ from kody.actors import ActorUnavailable
 from kody.blobs.keys import email_raw_key
 from kody.errors import AccountDeleting
 from kody.kv import store
+from kody.lanes import control
+from kody.lanes.models import LaneControl
 from kody.userschema.naming import schema_name_for
 from tests.accounts.factories import PASSWORD, ReferralFactory, UserFactory
 from tests.clock import today_iso
@@ -149,6 +151,21 @@ def test_purge_removes_everything_of_the_owner_and_nothing_of_anyone_else(owner,
     # The deletion's own record forgot who it was about.
     record = AccountDeletion.objects.get()
     assert record.status == DeletionStatus.COMPLETE and record.subject_user_id is None
+
+
+def test_an_operators_lane_pause_outlives_them_but_their_id_does_not(owner, outsider):
+    LaneControl.objects.bulk_create(
+        [LaneControl(name="test_by_owner"), LaneControl(name="test_by_other")]
+    )
+    control.pause(["test_by_owner"], by=owner.stable_user_id, reason="noisy")
+    control.pause(["test_by_other"], by=outsider.stable_user_id)
+    purge(owner.email)
+    mine, theirs = (
+        LaneControl.objects.get(name="test_by_owner"),
+        LaneControl.objects.get(name="test_by_other"),
+    )
+    assert (mine.paused, mine.paused_by_user_id, mine.pause_reason) == (True, None, "noisy")
+    assert (theirs.paused, theirs.paused_by_user_id) == (True, outsider.stable_user_id)
 
 
 def test_the_same_email_can_sign_up_again_after_deletion(owner):

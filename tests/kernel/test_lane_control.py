@@ -6,6 +6,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.contrib import admin
 from django.contrib.admin.utils import display_for_value
 from django.core.management import call_command
 from django.test import Client
@@ -55,7 +56,11 @@ def test_pausing_in_admin_stops_the_next_run_and_resuming_runs_it_again(
 
     act(operator_client, "pause_lanes", "test_noisy")
     row = LaneControl.objects.get(name="test_noisy")
-    assert row.paused and row.paused_by == operator.username and row.paused_at == FROZEN_AT
+    assert (
+        row.paused
+        and row.paused_by_user_id == operator.stable_user_id
+        and row.paused_at == FROZEN_AT
+    )
 
     frozen_clock.shift(timedelta(minutes=5))
     with caplog.at_level(logging.INFO, logger="kody.lanes"):
@@ -111,15 +116,23 @@ def test_the_change_form_pauses_with_a_reason_and_unpausing_clears_it(
     response = operator_client.post(url, {"paused": "on", "pause_reason": "floods the log"})
     assert response.status_code == 302
     row = LaneControl.objects.get(name="test_form")
-    assert (row.paused, row.paused_by, row.pause_reason) == (
+    assert (row.paused, row.paused_by_user_id, row.pause_reason) == (
         True,
-        operator.username,
+        operator.stable_user_id,
         "floods the log",
     )
+    # The admin names the operator by their current username, looked up by stable id.
+    lane_admin = admin.site._registry[LaneControl]
+    assert lane_admin.paused_by(row) == operator.username
 
     operator_client.post(url, {"pause_reason": "floods the log"})
     row.refresh_from_db()
-    assert (row.paused, row.paused_at, row.paused_by, row.pause_reason) == (False, None, "", "")
+    assert (row.paused, row.paused_at, row.paused_by_user_id, row.pause_reason) == (
+        False,
+        None,
+        None,
+        "",
+    )
 
 
 def test_the_health_report_says_which_lanes_are_paused(lanes, operator_client):
