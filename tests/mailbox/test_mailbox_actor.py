@@ -74,6 +74,42 @@ def test_a_tampered_owner_identity_refuses_every_call(owner):
         )
     with pytest.raises(OwnerMismatch):
         Mailbox.call(owner.stable_user_id, "list_messages")
+    # The inbound calls read the owner with the ledger row (one statement): refused the same.
+    with pytest.raises(OwnerMismatch):
+        Mailbox.call(
+            owner.stable_user_id, "claim_delivery", delivery_id="tampered", inbox_id="i",
+            fingerprint="f", raw_size=1, stored_limit=10,
+        )  # fmt: skip
+    with pytest.raises(OwnerMismatch):
+        Mailbox.call(
+            owner.stable_user_id, "commit_inbound_graph", delivery_id="a-1", lease="l",
+            message={}, attachments=[],
+        )  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT count(*) FROM "{schema_name_for(owner.stable_user_id)}".email_delivery_events'
+            " WHERE provider_event_id = 'tampered'"
+        )
+        assert cursor.fetchone()[0] == 0
+
+
+def test_a_full_mailbox_refuses_a_new_delivery_and_remembers_why(owner):
+    deliver(owner, 1)
+    uid = owner.stable_user_id
+    claim = {"inbox_id": "i", "fingerprint": "f", "raw_size": 1}
+    assert Mailbox.call(uid, "claim_delivery", delivery_id="room", stored_limit=2, **claim)[
+        "outcome"
+    ] == "claimed"  # fmt: skip
+    for delivery_id, limit in (("full", 1), ("none-allowed", 0)):
+        answer = Mailbox.call(
+            uid, "claim_delivery", delivery_id=delivery_id, stored_limit=limit, **claim
+        )
+        assert answer == {"outcome": "rejected", "reason": "mailbox_full"}
+        # A replay answers the recorded refusal, whatever the limit is now.
+        again = Mailbox.call(
+            uid, "claim_delivery", delivery_id=delivery_id, stored_limit=100, **claim
+        )
+        assert again == answer
 
 
 def test_blob_references_export_and_purge(owner):

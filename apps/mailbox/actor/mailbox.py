@@ -55,6 +55,19 @@ SUBMIT_TASK = "mailbox.submit_outbound"
 # failed, never submitted again (a second submission could deliver the mail twice).
 SUBMISSION_LEASE = timedelta(minutes=10)
 EXPORT_SECTIONS = ("threads", "messages", "attachments", "delivery_events")
+# What a finalize changes on the ledger row (the commit also sets the attachment count).
+_FINALIZED = (
+    "state",
+    "event_type",
+    "message_id",
+    "finalization_token",
+    "storage_lease",
+    "reconcile_after",
+    "updated_at",
+    "expected_attachment_count",
+)
+# The ledger row's columns, for the one-statement owner and ledger read.
+_LEDGER_COLUMNS = ", ".join(f'e."{f.column}"' for f in m.EmailDeliveryEvent._meta.concrete_fields)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,6 +79,18 @@ def owned(method: F) -> F:
     def wrapper(self: Mailbox, *args: Any, **kwargs: Any) -> Any:
         self._check_owner()
         return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def owned_ledger(method: F) -> F:
+    """``owned`` for a method whose first argument is an inbound delivery id: one statement
+    reads the owner identity and that delivery's ledger row (the method's first read)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Mailbox, delivery_id: str, *args: Any, **kwargs: Any) -> Any:
+        self._read_owner_and_ledger(delivery_id, kwargs.get("stored_limit"))
+        return method(self, delivery_id, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
@@ -194,11 +219,13 @@ class Mailbox(Actor):
 
     # --- owner identity --------------------------------------------------------------------
 
-    def _check_owner(self) -> None:
+    def _check_owner(self, found: str | None = None) -> None:
+        """``found``: the owner id already read with another statement (None: read it here)."""
         if getattr(self, "_owner_checked", False):  # a method calling another, same call
             return
-        owner = m.MailboxOwnerIdentity.objects.filter(id=1).values_list("owner_id", flat=True)
-        found = owner.first()
+        if found is None:
+            owner = m.MailboxOwnerIdentity.objects.filter(id=1).values_list("owner_id", flat=True)
+            found = owner.first()
         if found is None:
             m.MailboxOwnerIdentity.objects.create(id=1, owner_id=self.user_id)
             m.MailboxMeta.objects.update_or_create(
@@ -207,6 +234,31 @@ class Mailbox(Actor):
         elif found != self.user_id:
             raise OwnerMismatch("this mailbox belongs to another owner")
         self._owner_checked = True
+
+    def _read_owner_and_ledger(self, delivery_id: str, stored_limit: int | None) -> None:
+        """The owner check, the delivery's ledger row and (with ``stored_limit``) whether the
+        mailbox already holds that many messages, in one statement. The row is kept for the
+        method's first ``_ledger`` read; the owner is checked before the method runs."""
+        probe = "NULL::boolean"
+        params: list[Any] = []
+        if stored_limit is not None:
+            if int(stored_limit) <= 0:
+                probe = "TRUE"
+            else:  # reads at most ``stored_limit`` ids, never a COUNT of the whole mailbox
+                probe = "EXISTS (SELECT 1 FROM email_messages OFFSET %s LIMIT 1)"
+                params.append(int(stored_limit) - 1)
+        sql = (
+            f"SELECT {_LEDGER_COLUMNS}, o.owner_id AS mailbox_owner, {probe} AS mailbox_full"
+            " FROM (SELECT 1) AS one"
+            " LEFT JOIN mailbox_owner_identity o ON o.id = 1"
+            " LEFT JOIN email_delivery_events e"
+            " ON e.provider = %s AND e.provider_event_id = %s"
+        )
+        row = next(iter(m.EmailDeliveryEvent.objects.raw(sql, [*params, INBOUND_PROVIDER,
+                                                                   str(delivery_id)])))  # fmt: skip
+        self._check_owner(row.mailbox_owner)
+        self._preread = (str(delivery_id), row if row.pk is not None else None)
+        self._mailbox_full = row.mailbox_full
 
     def _raw_key(self, message_id: str) -> str:
         return email_raw_key(self.user_id, message_id)
@@ -232,11 +284,15 @@ class Mailbox(Actor):
     # --- inbound delivery ledger -----------------------------------------------------------
 
     def _ledger(self, delivery_id: str) -> m.EmailDeliveryEvent | None:
+        preread = getattr(self, "_preread", None)
+        if preread is not None and preread[0] == str(delivery_id):
+            self._preread = None  # once: a later read in the same call sees its own writes
+            return preread[1]
         return m.EmailDeliveryEvent.objects.filter(
             provider=INBOUND_PROVIDER, provider_event_id=delivery_id
         ).first()
 
-    @owned
+    @owned_ledger
     def claim_delivery(
         self,
         delivery_id: str,
@@ -262,7 +318,7 @@ class Mailbox(Actor):
         if ev is not None and ev.state == "rejected":
             return {"outcome": "rejected", "reason": ev.detail_json.get("reason")}
         if ev is None:
-            if stored_limit is not None and self._holds_at_least(stored_limit):
+            if stored_limit is not None and self._full(stored_limit):
                 self._record_rejection(delivery_id, inbox_id, "mailbox_full", now, raw_size)
                 return {"outcome": "rejected", "reason": "mailbox_full"}
             # The first claim: charged first (same transaction), so the ledger row is written
@@ -305,6 +361,12 @@ class Mailbox(Actor):
             return {"outcome": "rejected", "reason": "daily_limit_reached"}
         self._mark_due(now + STALE_DELIVERY)
         return {"outcome": "storing", **self._begin_storing(ev)}
+
+    def _full(self, stored_limit: int) -> bool:
+        """The probe read with the ledger row (``_read_owner_and_ledger``), else its own."""
+        full = getattr(self, "_mailbox_full", None)
+        self._mailbox_full = None
+        return bool(full) if full is not None else self._holds_at_least(stored_limit)
 
     @staticmethod
     def _holds_at_least(count: int) -> bool:
@@ -367,7 +429,7 @@ class Mailbox(Actor):
         ev.save(force_insert=insert)
         return {"lease": ev.storage_lease, "messageId": ev.detail_json["messageId"]}
 
-    @owned
+    @owned_ledger
     def commit_inbound_graph(
         self,
         delivery_id: str,
@@ -427,7 +489,7 @@ class Mailbox(Actor):
         ev.storage_lease = None
         ev.reconcile_after = None
         ev.updated_at = now
-        ev.save()
+        ev.save(update_fields=_FINALIZED)
 
     def _record_rejection(
         self, delivery_id: str, inbox_id: str | None, reason: str, now: datetime, raw_size: int

@@ -14,10 +14,20 @@ from kody.blobs import bucket
 BUCKET = "email_blobs"
 
 
+def _overwrites(storage: object) -> bool:
+    """Whether ``save`` replaces an object already at the key (S3 with ``file_overwrite``, a
+    filesystem with ``allow_overwrite``) instead of saving under another name."""
+    return bool(
+        getattr(storage, "file_overwrite", False) or getattr(storage, "_allow_overwrite", False)
+    )
+
+
 def put(key: str, data: bytes) -> None:
     storage = bucket(BUCKET)
     try:
-        if storage.exists(key):
+        # One PUT where the storage overwrites; otherwise (the filesystem default) the old
+        # object goes first, or ``save`` would pick another name.
+        if not _overwrites(storage) and storage.exists(key):
             storage.delete(key)
         saved = storage.save(key, ContentFile(data))
     except Exception as exc:  # filesystem OSError, boto ClientError: all retryable

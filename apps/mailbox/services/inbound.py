@@ -148,7 +148,7 @@ def _store(
     cap = limit_for(plan, "email_message_bytes")
     stored, attachments = raw, parsed.attachments
     if len(raw) > cap:
-        reduced = mime.reduce_to_cap(raw, cap)
+        reduced = mime.reduce_to_cap(raw, cap, parsed)
         stored, attachments = reduced.raw, reduced.omitted
         parsed.message.update(text_body=reduced.text_body, html_body=reduced.html_body)
     key = email_raw_key(uid, message_id)

@@ -5,7 +5,7 @@ what ``get_body()`` picks (plain, then html); every other leaf part is an attach
 stays inside the raw MIME (``raw-mime``, found again by its leaf index). Whatever the parser
 complains about is kept as ``defects``: malformed mail is stored and marked, not refused.
 
-``reduce_to_cap(raw, cap)`` is for mail above the plan's persist cap: the original header
+``reduce_to_cap(raw, cap, parsed)`` is for mail above the plan's persist cap: the original header
 lines are kept byte for byte (minus the MIME ones), the text and html bodies are re-encoded
 into a fresh multipart/alternative, every other part is dropped and reported as unavailable,
 and the bodies are shortened if that is what it takes to fit.
@@ -222,9 +222,12 @@ class Reduced:
     html_body: str | None
 
 
-def reduce_to_cap(raw: bytes, cap: int) -> Reduced:
-    """Fit ``raw`` under ``cap`` bytes keeping text and html; the other parts become unavailable."""
-    parsed = parse(raw)
+def reduce_to_cap(raw: bytes, cap: int, parsed: Parsed | None = None) -> Reduced:
+    """Fit ``raw`` under ``cap`` bytes keeping text and html; the other parts become unavailable.
+
+    ``parsed``: ``parse(raw)`` when the caller already has it (inbound does), so the message is
+    not parsed a second time."""
+    parsed = parsed if parsed is not None else parse(raw)
     omitted = [
         {**att, "storage_kind": "unavailable", "part_index": None} for att in parsed.attachments
     ]

@@ -131,7 +131,7 @@ def deliver(raw: bytes, local: str, delivery_id: str, envelope_from: str | None 
         parsed = mime.parse(raw)
         stored, attachments = raw, parsed.attachments
         if len(raw) > PERSIST_CAP:
-            reduced = mime.reduce_to_cap(raw, PERSIST_CAP)
+            reduced = mime.reduce_to_cap(raw, PERSIST_CAP, parsed)
             stored, attachments = reduced.raw, reduced.omitted
             parsed.message.update(text_body=reduced.text_body, html_body=reduced.html_body)
         blobstore.put(raw_key(message_id), stored)
