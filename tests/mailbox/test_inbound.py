@@ -140,6 +140,23 @@ def test_sender_rules_block_or_quarantine(owner):
     assert listed["id"] == held["messageId"] and listed["classification"] == "quarantined"
 
 
+def test_an_address_rule_beats_its_domains_rule(owner, outsider):
+    EmailSenderRuleFactory(user_id=owner.stable_user_id, value="bad.test", effect="block")
+    EmailSenderRuleFactory(
+        user_id=owner.stable_user_id, kind="address", value="friend@bad.test", effect="allow"
+    )
+    # Someone else's rule never applies to this mailbox.
+    EmailSenderRuleFactory(
+        user_id=outsider.stable_user_id, kind="address", value="ok@bad.test", effect="allow"
+    )
+    friend = deliver_cli(simple_mail(sender="Friend <friend@bad.test>"), address(owner), "d-f")
+    assert friend["status"] == "received"
+    other = deliver_cli(simple_mail(sender="ok@bad.test"), address(owner), "d-o")
+    assert other["reason"] == "sender_blocked"
+    [listed] = messages(owner)
+    assert listed["id"] == friend["messageId"] and listed["classification"] == "accepted"
+
+
 def test_reserved_locals_go_to_the_system_inbox_not_a_person(owner):
     result = deliver_cli(simple_mail("Abuse report"), f"abuse@{DOMAIN}", "d-sys")
     assert result["status"] == "received"

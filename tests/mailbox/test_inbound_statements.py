@@ -24,8 +24,8 @@ pytestmark = pytest.mark.django_db
 # each call's record insert: the kernel sends it through Django's cursor, with the fence guard
 # and COMMIT when it commits — ADR 0015; it was the same statement, uncounted, at 24). 26 until
 # the claim and the commit read the owner identity with the ledger row (and the claim its
-# mailbox-full probe) in one statement each.
-PLAIN_MESSAGE_MAX = 23
+# mailbox-full probe) in one statement each; 23 until the sender rules were read with the inbox.
+PLAIN_MESSAGE_MAX = 22
 # A reply with an attachment: the parent-thread lookup and touch instead of a new thread,
 # and the attachment insert.
 REPLY_WITH_ATTACHMENT_MAX = PLAIN_MESSAGE_MAX + 2

@@ -79,20 +79,26 @@ def _mailbox(uid: str, method: str, **kwargs: Any) -> Any:
 
 def _deliver_to_user(raw: bytes, user: Any, delivery_id: str, envelope_from: str | None) -> Outcome:
     uid = user.stable_user_id
-    inbox = inboxes.writable_inbox(user)
-    if len(raw) > mime.MAX_WIRE_BYTES:
+    if len(raw) > mime.MAX_WIRE_BYTES:  # refused unparsed
+        inbox = inboxes.writable_inbox(user)
         done = _mailbox(
             uid, "reject_delivery", delivery_id=delivery_id, reason="message_too_large",
             inbox_id=inbox.id, raw_size=len(raw),
         )  # fmt: skip
         return _terminal(done)
+    parsed = mime.parse(raw)
+    # The sender's rules are read with the inbox: one query, not two.
+    rules = sender_rules.effect_annotations(uid, parsed.message["from_address"])
+    inbox = inboxes.writable_inbox(user, **rules)
     if not inbox.enabled:
         return _terminal(
             _mailbox(uid, "reject_delivery", delivery_id=delivery_id, reason="inbox_disabled")
         )
     plan = entitlements.cached_plan(uid)
-    parsed = mime.parse(raw)
-    effect = sender_rules.effect_for(uid, parsed.message["from_address"])
+    if hasattr(inbox, "sender_address_rule"):
+        effect = sender_rules.effect_of(inbox)
+    else:  # the inbox was created just now, without the annotations
+        effect = sender_rules.effect_for(uid, parsed.message["from_address"])
     if effect == "block":
         return _terminal(
             _mailbox(uid, "reject_delivery", delivery_id=delivery_id, reason="sender_blocked")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists
@@ -30,12 +32,14 @@ def require_graph_authority() -> None:
         raise MailboxWritesClosed()
 
 
-def writable_inbox(user: User) -> EmailInbox:
+def writable_inbox(user: User, **annotations: Any) -> EmailInbox:
     """``require_graph_authority`` + ``ensure_inbox`` in one query on the hot path (every
-    inbound message): the inbox row, with the authority marker checked alongside."""
+    inbound message): the inbox row, with the authority marker checked alongside, and
+    ``annotations`` (inbound's sender rules) read in the same query. An inbox created here
+    carries no annotations."""
     inbox = (
         EmailInbox.objects.filter(user_id=user.stable_user_id, name=DEFAULT_INBOX)
-        .annotate(authority=Exists(EmailUserGraphAuthority.objects.filter(id=1)))
+        .annotate(authority=Exists(EmailUserGraphAuthority.objects.filter(id=1)), **annotations)
         .first()
     )
     if inbox is None:

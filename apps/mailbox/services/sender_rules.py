@@ -5,6 +5,8 @@ from __future__ import annotations
 from email.utils import parseaddr
 from typing import Any
 
+from django.db.models import Subquery
+
 from apps.mailbox.models import EmailSenderRule, SenderRuleEffect, SenderRuleKind
 from kody.errors import InvalidInput, NotFound
 
@@ -31,6 +33,27 @@ def effect_for(user_id: str, from_header: str) -> str | None:
     return rules.get((SenderRuleKind.ADDRESS, address)) or rules.get(
         (SenderRuleKind.DOMAIN, domain)
     )
+
+
+def effect_annotations(user_id: str, from_header: str) -> dict[str, Subquery]:
+    """``effect_for`` as two annotations for a query the caller makes anyway (inbound reads
+    the inbox): the address rule's and the domain rule's effect; ``effect_of`` picks."""
+    address = sender_address(from_header)
+    domain = address.rpartition("@")[2] if address else ""
+
+    def rule(kind: str, value: str) -> Subquery:
+        rules = EmailSenderRule.objects.filter(user_id=user_id, kind=kind, value=value)
+        return Subquery(rules.values("effect")[:1])
+
+    return {
+        "sender_address_rule": rule(SenderRuleKind.ADDRESS, address),
+        "sender_domain_rule": rule(SenderRuleKind.DOMAIN, domain),
+    }
+
+
+def effect_of(annotated: Any) -> str | None:
+    """The effect from ``effect_annotations``: an address rule beats a domain rule."""
+    return annotated.sender_address_rule or annotated.sender_domain_rule or None
 
 
 def rule_json(rule: EmailSenderRule) -> dict[str, Any]:
