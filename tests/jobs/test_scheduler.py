@@ -157,21 +157,18 @@ def test_a_lost_report_is_not_run_again(owner, clock, wake, monkeypatch):
     job = schedule(owner)
     start = Job.objects.get(id=job["id"]).next_run_at
     clock.move_to(start)
-    real_finish = JobManager.finish
+    real_finish = JobManager.finish_many
 
-    def finish_then_lose_reply(self, job_id, claim_token, outcome):  # type: ignore[no-untyped-def]
-        self._write_records(
-            job_id,
-            Job.objects.get(id=job_id),
-            Job.objects.get(id=job_id).claimed_scheduled_for,
-            outcome,
-        )
-        return {}
+    def finish_then_lose_reply(self, reports):  # type: ignore[no-untyped-def]
+        for report in reports:
+            job = Job.objects.get(id=report["job_id"])
+            self._write_records(job.id, job, job.claimed_scheduled_for, report["outcome"])
+        return []
 
     with monkeypatch.context() as patch:
-        patch.setattr(JobManager, "finish", finish_then_lose_reply)
+        patch.setattr(JobManager, "finish_many", finish_then_lose_reply)
         wake()
-    assert JobManager.finish is real_finish
+    assert JobManager.finish_many is real_finish
     clock.move_to(start + LEASE + timedelta(seconds=1))
     wake()
     runs = job_runs(owner, job["id"])

@@ -86,6 +86,12 @@ class Outcome(TypedDict, total=False):
     lines: list[dict[str, Any]]
 
 
+class Report(TypedDict):
+    job_id: str
+    claim_token: str
+    outcome: Outcome
+
+
 def error_name(exc: Exception) -> str:
     return exc.code if isinstance(exc, KodyError) else type(exc).__name__
 
@@ -259,7 +265,42 @@ class JobManager(Actor):
     # --- the report from a run --------------------------------------------------------
 
     def finish(self, job_id: str, claim_token: str, outcome: Outcome) -> dict[str, Any]:
-        job = Job.objects.select_for_update().filter(id=job_id, user_id=self.user_id).first()
+        """One run's report (``finish_many`` with one report)."""
+        return self.finish_many([{"job_id": job_id, "claim_token": claim_token, "outcome": outcome}])[0]
+
+    def finish_many(self, reports: list[Report]) -> list[dict[str, Any]]:
+        """The reports of a batch of runs (``runner.run_batch``), in one call and one
+        transaction: each checks its own claim token, writes its run records and its next
+        schedule exactly as a lone report would; the catch-up claims they make go out in one
+        dispatch and the alarm is re-armed once."""
+        ids = [report["job_id"] for report in reports]
+        jobs = {
+            job.id: job
+            for job in Job.objects.select_for_update()
+            .filter(id__in=ids, user_id=self.user_id)
+            .order_by("id")
+        }
+        results, caught_up = [], []
+        for report in reports:
+            job = jobs.get(report["job_id"])
+            results.append(
+                self._finish_one(
+                    report["job_id"], job, report["claim_token"], report["outcome"], caught_up
+                )
+            )
+        if caught_up:
+            self._dispatch(caught_up)
+        self._arm()
+        return results
+
+    def _finish_one(
+        self,
+        job_id: str,
+        job: Job | None,
+        claim_token: str,
+        outcome: Outcome,
+        caught_up: list[Claim],
+    ) -> dict[str, Any]:
         current = job is not None and job.claim_token == claim_token
         scheduled_for = job.claimed_scheduled_for if job is not None and current else None
         run_id = self._write_records(job_id, job, scheduled_for, outcome)
@@ -276,20 +317,19 @@ class JobManager(Actor):
             job.save()
         else:
             self._advance(job, now, status="error" if failed else "success")
-            self._catch_up(job, now)
-        self._arm()
+            claim = self._catch_up(job, now)
+            if claim is not None:
+                caught_up.append(claim)
         return {"runId": run_id, "applied": True}
 
-    def _catch_up(self, job: Job, now: datetime) -> None:
+    def _catch_up(self, job: Job, now: datetime) -> Claim | None:
         """An occurrence missed while workers or beat were down is due already: claim it now
         rather than one per wake, so a backlog drains instead of trailing behind forever."""
         if not job.enabled or job.kill_switch_enabled or job.next_run_at > now:
-            return
+            return None
         if (job.expires_at is not None and job.expires_at <= now) or _scheduler_killed():
-            return
-        claim = self._claim(job, now)
-        if claim is not None:
-            self._dispatch([claim])
+            return None
+        return self._claim(job, now)
 
     def _dispatch(self, claims: list[Claim]) -> None:
         """Queue the claimed runs through the outbox, committed with the claims."""

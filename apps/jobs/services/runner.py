@@ -1,42 +1,90 @@
-"""Running one claimed job occurrence (on the default queue, never on a shard worker).
+"""Running claimed job occurrences (on the default queue, never on a shard worker).
 
-``run_claimed`` checks the claim is still ours and unexpired (the claim itself charged
-``job_runs_per_day``, in the JobManager's transaction), calls the target with the owner's
-identity and grant, and reports to the JobManager, which writes the run records and the next
-schedule in one transaction. Nothing here holds the
-user's actor lock while the target runs: the target may call the user's other actors.
+One alarm's claims run as one batch, one Celery task (``jobs.run_batch``): ``run_batch``
+reads the batch's jobs and their owner once, and for each claim checks it is still ours and
+its lease has time left (the claim itself charged ``job_runs_per_day``, in the JobManager's
+transaction), calls the target with the owner's identity and grant, and reports to the
+JobManager with ``finish_many``, which writes each run's records and next schedule in one
+transaction: one report for the batch, or one every ``REPORT_EVERY`` while a long batch is
+still running. Nothing here holds the user's actor lock while a target runs: the target may
+call the user's other actors. The runs of one batch go one after another, so a job is never
+run beside itself (its claim is in one batch only); a run starts only with at least
+``MIN_LEASE_LEFT`` of its lease ahead of it (the batch's first run: any), so a slow batch
+leaves its late claims to run out and be reclaimed instead of running past their leases.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+import time
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
 
 from apps.jobs import targets
-from apps.jobs.actor.manager import JobManager, Outcome, error_name, failed_outcome
+from apps.jobs.actor.manager import (
+    LEASE,
+    JobManager,
+    Outcome,
+    Report,
+    error_name,
+    failed_outcome,
+)
 from apps.jobs.models import Job
 from kody.errors import KodyError
 
 log = logging.getLogger("apps.jobs")
 
 
+# A run after the batch's first starts only with this much of its lease ahead (60 s of the
+# default 120: twice the 30 s an actor call may take).
+MIN_LEASE_LEFT = LEASE / 2
+# A long batch reports what it has run at least this often (seconds, monotonic).
+REPORT_EVERY = 5.0
+
+
 def run_claimed(user_id: str, job_id: str, claim_token: str) -> dict[str, Any] | None:
+    """Run one claim (a batch of one); its ``finish`` answer, or None if it did not run."""
+    results = run_batch(user_id, [{"job_id": job_id, "claim_token": claim_token}])
+    return results[0] if results else None
+
+
+def run_batch(user_id: str, claims: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Run one alarm's claims in order and report them; the ``finish`` answers of those that
+    ran (a claim that is no longer ours, or was deleted, runs nothing and reports nothing)."""
     from apps.accounts.models import User
 
-    now = timezone.now()
-    job = Job.objects.filter(id=job_id, user_id=user_id, claim_token=claim_token).first()
-    if job is None or job.lease_expires_at is None or job.lease_expires_at <= now:
-        return None  # someone else holds it now, or it was deleted: not ours to run
-    owner = User.objects.filter(stable_user_id=user_id).first()
+    tokens = {claim["job_id"]: claim["claim_token"] for claim in claims}
+    jobs = {
+        job.id: job
+        for job in Job.objects.filter(user_id=user_id, id__in=list(tokens))
+        if job.claim_token == tokens[job.id]
+    }
+    owner = User.objects.filter(stable_user_id=user_id).first() if jobs else None
     if owner is None:
-        return None
-    outcome = _execute(job, owner, now)
-    return JobManager.call(
-        user_id, "finish", job_id=job_id, claim_token=claim_token, outcome=outcome
-    )
+        return []
+    answers: list[dict[str, Any]] = []
+    pending: list[Report] = []
+    reported_at = time.monotonic()
+    first = True
+    for claim in claims:
+        job = jobs.get(claim["job_id"])
+        now = timezone.now()
+        if job is None or job.lease_expires_at is None:
+            continue  # someone else holds it now, or it was deleted: not ours to run
+        left = job.lease_expires_at - now
+        if left <= timedelta(0) or (not first and left < MIN_LEASE_LEFT):
+            continue  # its lease runs out (and a later alarm reclaims it) rather than run late
+        first = False
+        outcome = _execute(job, owner, now)
+        pending.append({"job_id": job.id, "claim_token": claim["claim_token"], "outcome": outcome})
+        if time.monotonic() - reported_at >= REPORT_EVERY:
+            answers += JobManager.call(user_id, "finish_many", reports=pending)
+            pending, reported_at = [], time.monotonic()
+    if pending:
+        answers += JobManager.call(user_id, "finish_many", reports=pending)
+    return answers
 
 
 def _execute(job: Job, owner: Any, started: datetime) -> Outcome:
@@ -80,20 +128,13 @@ def _call_record(
 
 
 def send_runs(user_id: str, claims: list[dict[str, str]]) -> None:
-    """Queue one ``jobs.run_job`` per claim. A claim whose send fails is left to its lease
-    (the next alarm reclaims it); if none could be sent the broker is down, and raising lets
-    the outbox retry them all soon — nothing went out, so a retry duplicates nothing."""
-    from apps.jobs.tasks import run_job  # tasks imports this module
+    """Queue one ``jobs.run_batch`` for the claims. If it cannot be sent the broker is down,
+    and raising lets the outbox retry soon — nothing went out, so a retry duplicates
+    nothing."""
+    from apps.jobs.tasks import run_batch  # tasks imports this module
 
-    sent = 0
-    for claim in claims:
-        try:
-            run_job.apply_async((user_id, claim["job_id"], claim["claim_token"]))
-            sent += 1
-        except Exception:
-            log.exception("could not queue job run; its lease will expire and retry")
-    if claims and not sent:
-        raise RuntimeError("no claimed job run could be queued")
+    if claims:
+        run_batch.apply_async((user_id, claims))
 
 
 WAKE_BATCH = 500
