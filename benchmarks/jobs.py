@@ -32,7 +32,13 @@ from typing import Any
 
 from _harness import ROOT, database_url, pct, setup_django, shard_worker
 
-TARGET = {"capability": "accountUsage", "args": {}}
+# --target: accountUsage is the row (two meter-actor round trips and a dozen queries a
+# call); whoami does no I/O, so its row is the scheduling pipeline alone.
+TARGETS = {
+    "accountUsage": {"capability": "accountUsage", "args": {}},
+    "whoami": {"capability": "whoami", "args": {}},
+}
+TARGET = TARGETS["accountUsage"]
 BEAT_SECONDS = 60
 
 
@@ -159,7 +165,10 @@ def main() -> None:
     parser.add_argument("--jobs-per-user", type=int, default=20)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=300, help="hard cap, seconds")
+    parser.add_argument("--target", choices=sorted(TARGETS), default="accountUsage")
     args = parser.parse_args()
+    global TARGET
+    TARGET = TARGETS[args.target]
     users = max(1, round(args.users * args.scale))
     per_user = args.jobs_per_user
     signal.signal(signal.SIGALRM, _out_of_time)
@@ -169,7 +178,10 @@ def main() -> None:
     setup_django()
     from django.utils import timezone
 
-    print(f"load average {os.getloadavg()[0]:.1f}; {users} users x {per_user} jobs")
+    print(
+        f"load average {os.getloadavg()[0]:.1f}; {users} users x {per_user} jobs;"
+        f" target {TARGET['capability']}; default worker concurrency {args.concurrency}"
+    )
     try:
         with shard_worker():
             purge_default_queue()

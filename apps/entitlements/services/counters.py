@@ -34,10 +34,17 @@ def register_counter(name: str, counter: Counter) -> None:
     _COUNTERS[name] = counter
 
 
+# Tables seen to exist (migrations add tables and never drop these): asked of the catalog
+# until found, then never again in this process, not once per count.
+_EXISTING: set[str] = set()
+
+
 def _table_count(table: str, condition: str, uid: str) -> int | None:
     with connection.cursor() as cursor:
-        if table not in connection.introspection.table_names(cursor):
-            return None
+        if table not in _EXISTING:
+            if table not in connection.introspection.table_names(cursor):
+                return None
+            _EXISTING.add(table)
         cursor.execute(f'SELECT COUNT(*) FROM "{table}" WHERE {condition}', {"uid": uid})
         return int(cursor.fetchone()[0])
 

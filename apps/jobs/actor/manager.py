@@ -70,6 +70,23 @@ KILLED_POLL = timedelta(minutes=1)
 DISPATCH_TASK = "jobs.dispatch_runs"
 
 
+# What finishing (or retrying) an occurrence writes to its job row.
+REPORT_FIELDS = [
+    "claim_token",
+    "running_since",
+    "lease_expires_at",
+    "claimed_scheduled_for",
+    "retry_count",
+    "retry_scheduled_for",
+    "next_run_at",
+    "enabled",
+    "last_run_at",
+    "last_run_status",
+    "last_completed_scheduled_for",
+    "updated_at",
+]
+
+
 class Claim(TypedDict):
     job_id: str
     claim_token: str
@@ -266,7 +283,8 @@ class JobManager(Actor):
 
     def finish(self, job_id: str, claim_token: str, outcome: Outcome) -> dict[str, Any]:
         """One run's report (``finish_many`` with one report)."""
-        return self.finish_many([{"job_id": job_id, "claim_token": claim_token, "outcome": outcome}])[0]
+        report: Report = {"job_id": job_id, "claim_token": claim_token, "outcome": outcome}
+        return self.finish_many([report])[0]
 
     def finish_many(self, reports: list[Report]) -> list[dict[str, Any]]:
         """The reports of a batch of runs (``runner.run_batch``), in one call and one
@@ -281,13 +299,19 @@ class JobManager(Actor):
             .order_by("id")
         }
         results, caught_up = [], []
+        written: list[tuple[dict[str, Any], list[dict[str, Any]] | None]] = []
         for report in reports:
             job = jobs.get(report["job_id"])
             results.append(
                 self._finish_one(
-                    report["job_id"], job, report["claim_token"], report["outcome"], caught_up
+                    report["job_id"], job, report["claim_token"], report["outcome"], written
                 )
             )
+            advanced = results[-1].pop("advanced")
+            claim = self._catch_up(job, timezone.now()) if advanced and job else None
+            if claim is not None:
+                caught_up.append(claim)
+        records.record_runs(written)
         if caught_up:
             self._dispatch(caught_up)
         self._arm()
@@ -299,13 +323,16 @@ class JobManager(Actor):
         job: Job | None,
         claim_token: str,
         outcome: Outcome,
-        caught_up: list[Claim],
+        written: list[tuple[dict[str, Any], list[dict[str, Any]] | None]],
     ) -> dict[str, Any]:
+        """Check the claim, add the run's records to ``written``, move the schedule."""
         current = job is not None and job.claim_token == claim_token
         scheduled_for = job.claimed_scheduled_for if job is not None and current else None
-        run_id = self._write_records(job_id, job, scheduled_for, outcome)
+        items = self._run_records(job_id, job, scheduled_for, outcome)
+        written += items
+        run_id = items[0][0]["id"]
         if job is None or not current:
-            return {"runId": run_id, "applied": False}
+            return {"runId": run_id, "applied": False, "advanced": False}
         now = timezone.now()
         failed = outcome.get("status") != "success"
         if failed and outcome.get("retryable") and job.retry_count < MAX_RETRIES:
@@ -314,13 +341,10 @@ class JobManager(Actor):
             job.next_run_at = now + retry_delay(job.retry_count)
             job.last_run_at, job.last_run_status = now, "error"
             self._release(job)
-            job.save()
-        else:
-            self._advance(job, now, status="error" if failed else "success")
-            claim = self._catch_up(job, now)
-            if claim is not None:
-                caught_up.append(claim)
-        return {"runId": run_id, "applied": True}
+            job.save(update_fields=REPORT_FIELDS)
+            return {"runId": run_id, "applied": True, "advanced": False}
+        self._advance(job, now, status="error" if failed else "success")
+        return {"runId": run_id, "applied": True, "advanced": True}
 
     def _catch_up(self, job: Job, now: datetime) -> Claim | None:
         """An occurrence missed while workers or beat were down is due already: claim it now
@@ -342,7 +366,16 @@ class JobManager(Actor):
     def _write_records(
         self, job_id: str, job: Job | None, scheduled_for: datetime | None, outcome: Outcome
     ) -> str:
+        return records.record_runs(self._run_records(job_id, job, scheduled_for, outcome))[0]
+
+    @staticmethod
+    def _run_records(
+        job_id: str, job: Job | None, scheduled_for: datetime | None, outcome: Outcome
+    ) -> list[tuple[dict[str, Any], list[dict[str, Any]] | None]]:
+        """The job run's record (first) and one child record per capability call it made."""
+        run_id = new_id()
         run: dict[str, Any] = {
+            "id": run_id,
             "surface": "job",
             "status": "success" if outcome.get("status") == "success" else "error",
             "name": job.name if job else job_id,
@@ -358,10 +391,12 @@ class JobManager(Actor):
             if scheduled_for
             else {"stale": True},
         }
-        run_id = records.record_run(run, outcome.get("lines"))
+        items: list[tuple[dict[str, Any], list[dict[str, Any]] | None]] = [
+            (run, outcome.get("lines"))
+        ]
         for call in outcome.get("calls", []):
-            records.record_run({**call, "job_id": job_id, "parent_run_id": run_id})
-        return run_id
+            items.append(({**call, "job_id": job_id, "parent_run_id": run_id}, None))
+        return items
 
     def _advance(self, job: Job, now: datetime, *, status: str) -> None:
         """Finish this occurrence and move to the next one that is after now."""
@@ -378,7 +413,7 @@ class JobManager(Actor):
         else:
             job.next_run_at = upcoming
         self._release(job)
-        job.save()
+        job.save(update_fields=REPORT_FIELDS)
 
     @staticmethod
     def _release(job: Job) -> None:

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
 from django.db import connection
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.jobs.actor import models as m
@@ -84,38 +84,54 @@ class RunJson(TypedDict, total=False):
 
 def record_run(run: dict[str, Any], lines: list[dict[str, Any]] | None = None) -> str:
     """Insert one finished (or running) run and its first 200 log lines; returns its id."""
-    started = _at(run["started_at"])
-    finished = _at(run.get("finished_at"))
-    row = m.Run(
-        id=run.get("id") or new_id(),
-        started_at=started,
-        finished_at=finished,
-        duration_ms=_duration(started, finished),
-        **{field: _clip(field, run.get(field)) for field in RUN_FIELDS if field in run},
-    )
-    if not row.name:
-        row.name = row.surface
-    lines = list(lines or [])
-    if len(lines) > MAX_LOG_LINES:
-        row.metadata_json = {**(row.metadata_json or {}), "droppedLogLines": len(lines) - 200}
-    row.save(force_insert=True)
-    m.RunLogLine.objects.bulk_create(
-        m.RunLogLine(
-            run_id=row.id,
-            sequence=index,
-            level=str(line.get("level", "info"))[:16],
-            message=str(line.get("message", ""))[:MAX_MESSAGE],
-            fields_json=line.get("fields"),
+    return record_runs([(run, lines)])[0]
+
+
+def record_runs(items: list[tuple[dict[str, Any], list[dict[str, Any]] | None]]) -> list[str]:
+    """``record_run`` for several runs in one go (a batch of job reports): one INSERT for the
+    runs, one for their log lines, one observability upsert per job and one finish count."""
+    rows: list[m.Run] = []
+    log_lines: list[m.RunLogLine] = []
+    for run, lines in items:
+        started = _at(run["started_at"])
+        finished = _at(run.get("finished_at"))
+        row = m.Run(
+            id=run.get("id") or new_id(),
+            started_at=started,
+            finished_at=finished,
+            duration_ms=_duration(started, finished),
+            **{field: _clip(field, run.get(field)) for field in RUN_FIELDS if field in run},
         )
-        for index, line in enumerate(lines[:MAX_LOG_LINES])
-    )
-    if row.job_id and row.surface == "job" and row.status != "running":
-        _observe_job(row)
-    if row.package_id and row.status == "success":
-        _observe_package(row)
-    if row.status != "running":
-        count_finish()
-    return row.id
+        if not row.name:
+            row.name = row.surface
+        lines = list(lines or [])
+        if len(lines) > MAX_LOG_LINES:
+            dropped = len(lines) - MAX_LOG_LINES
+            row.metadata_json = {**(row.metadata_json or {}), "droppedLogLines": dropped}
+        rows.append(row)
+        log_lines += (
+            m.RunLogLine(
+                run_id=row.id,
+                sequence=index,
+                level=str(line.get("level", "info"))[:16],
+                message=str(line.get("message", ""))[:MAX_MESSAGE],
+                fields_json=line.get("fields"),
+            )
+            for index, line in enumerate(lines[:MAX_LOG_LINES])
+        )
+    m.Run.objects.bulk_create(rows)
+    if log_lines:
+        m.RunLogLine.objects.bulk_create(log_lines)
+    finished_runs = 0
+    for row in rows:
+        if row.job_id and row.surface == "job" and row.status != "running":
+            _observe_job(row)
+        if row.package_id and row.status == "success":
+            _observe_package(row)
+        finished_runs += row.status != "running"
+    if finished_runs:
+        count_finish(finished_runs)
+    return [row.id for row in rows]
 
 
 def _at(value: Any) -> datetime | None:
@@ -138,25 +154,19 @@ def _clip(field: str, value: Any) -> Any:
 
 def _observe_job(run: m.Run) -> None:
     ok = run.status == "success"
-    updated = m.JobRunObservability.objects.filter(job_id=run.job_id).update(
-        last_run_at=run.started_at,
-        last_run_status=run.status,
-        last_run_error=None if ok else run.error_message,
-        last_duration_ms=run.duration_ms,
-        run_count=F("run_count") + 1,
-        success_count=F("success_count") + int(ok),
-        error_count=F("error_count") + int(not ok),
-    )
-    if not updated:
-        m.JobRunObservability.objects.create(
-            job_id=run.job_id,
-            last_run_at=run.started_at,
-            last_run_status=run.status,
-            last_run_error=None if ok else run.error_message,
-            last_duration_ms=run.duration_ms,
-            run_count=1,
-            success_count=int(ok),
-            error_count=int(not ok),
+    error = None if ok else run.error_message
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO job_run_observability (job_id, last_run_at, last_run_status,"
+            " last_run_error, last_duration_ms, run_count, success_count, error_count)"
+            " VALUES (%s, %s, %s, %s, %s, 1, %s, %s) ON CONFLICT (job_id) DO UPDATE SET"
+            " last_run_at = EXCLUDED.last_run_at, last_run_status = EXCLUDED.last_run_status,"
+            " last_run_error = EXCLUDED.last_run_error,"
+            " last_duration_ms = EXCLUDED.last_duration_ms,"
+            " run_count = job_run_observability.run_count + 1,"
+            " success_count = job_run_observability.success_count + EXCLUDED.success_count,"
+            " error_count = job_run_observability.error_count + EXCLUDED.error_count",
+            [run.job_id, run.started_at, run.status, error, run.duration_ms, int(ok), int(not ok)],
         )
 
 
@@ -179,11 +189,13 @@ def _observe_package(run: m.Run) -> None:
             )
 
 
-def count_finish() -> None:
+def count_finish(n: int = 1) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO run_log_meta (key, value) VALUES ('finishes_since_retention', 1)"
-            " ON CONFLICT (key) DO UPDATE SET value = run_log_meta.value + 1 RETURNING value"
+            "INSERT INTO run_log_meta (key, value) VALUES ('finishes_since_retention', %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = run_log_meta.value + EXCLUDED.value"
+            " RETURNING value",
+            [n],
         )
         finishes = cursor.fetchone()[0]
     if finishes >= PRUNE_EVERY:
