@@ -23,9 +23,9 @@ class ActorOwner(ActorModel):
 class ActorCall(ActorModel):
     """Every call's outcome under its idempotency key: a redelivery re-applies nothing."""
 
-    # Collation "C": a machine-made key compares bytewise, with no locale rules. It does not
-    # spare Django's varchar_pattern_ops "_like" index on this key, which nothing reads
-    # (docs/architecture/actor-indexes.md).
+    # Collation "C": a machine-made key compares bytewise, with no locale rules. (Django's
+    # varchar_pattern_ops "_like" index on this key is not created: the actor DDL compiler
+    # skips them, kody/userschema/ddl.py.)
     id = models.CharField(max_length=200, primary_key=True, db_collation="C")
     actor = models.CharField(max_length=200)
     method = models.CharField(max_length=100)

@@ -4,6 +4,13 @@ Django's schema editor writes the SQL (``collect_sql=True``), so the tables in a
 are exactly what the models say — there is no second, hand-written copy to drift. Table names
 are unqualified: the statements run with ``search_path`` on the target schema, which is what
 makes one compiled script serve every user.
+
+One departure from the stock editor (``ActorSchemaEditor``): no ``varchar_pattern_ops``
+``_like`` companion indexes. Django adds one to every varchar/text column that is a primary
+key, unique or ``db_index``; it serves only ``LIKE 'prefix%'``, which no actor query needs on
+those columns, and each one costs catalog rows and relcache per user (issue 16,
+docs/architecture/actor-indexes.md). Schemas from before version 6 lose theirs in an upgrade
+step (``kody.userschema.lean``).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.apps.registry import Apps
 from django.core.exceptions import ImproperlyConfigured
@@ -48,10 +56,29 @@ class SchemaDDL:
         return "\n".join(self.create_statements)
 
 
+def actor_schema_editor(connection: Any, **options: Any) -> BaseDatabaseSchemaEditor:
+    """The schema editor that writes actor DDL: the connection's own, minus ``_like`` indexes."""
+    base = connection.SchemaEditorClass
+    editor_class = _editor_classes.get(base)
+    if editor_class is None:
+
+        def _create_like_index_sql(self: Any, model: Any, field: Any) -> None:
+            return None  # no actor query is a prefix LIKE on a key column
+
+        editor_class = type(
+            "ActorSchemaEditor", (base,), {"_create_like_index_sql": _create_like_index_sql}
+        )
+        _editor_classes[base] = editor_class
+    return editor_class(connection, **options)
+
+
+_editor_classes: dict[type, type] = {}
+
+
 def _collect(alias: str, build: Callable[[BaseDatabaseSchemaEditor], None]) -> list[str]:
     connection = connections[alias]
     connection.ensure_connection()
-    with connection.schema_editor(collect_sql=True, atomic=False) as editor:
+    with actor_schema_editor(connection, collect_sql=True, atomic=False) as editor:
         build(editor)
     return list(editor.collected_sql)
 

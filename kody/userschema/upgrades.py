@@ -48,3 +48,58 @@ def steps_between(old: int, new: int) -> list[UpgradeStep]:
 
 def newest_step() -> int:
     return max((step.version for step in _steps.values()), default=1)
+
+
+# Version 6 (issue 16): the actor DDL no longer creates Django's ``varchar_pattern_ops``
+# ``_like`` companions (``kody.userschema.ddl.actor_schema_editor``), and three indexes that no
+# query read left the models (docs/architecture/actor-indexes.md). Older schemas drop them
+# here, by their names as versions 1-5 created them: frozen history, not derived from today's
+# models. A restore builds from the current DDL, so a restored schema never has them; the step
+# still runs for an archive older than 6 and finds nothing.
+LEAN_INDEXES = 6
+UNREAD_INDEXES = (
+    # kernel
+    "actor_calls_id_3e9d8c1f_like",
+    "actor_alarms_actor_128b0b48_like",
+    # UserMeter
+    "inbound_delivery_claims_delivery_id_4a3f87b7_like",
+    "account_write_leases_token_201ab247_like",
+    "inbound_mcp_connection_last_used_client_id_52ba4586_like",
+    "user_meter_meta_key_6c95ed39_like",
+    # RunLog / JobManager
+    "runs_id_87ff1e1c_like",
+    "package_invocation_ledger_id_fa071d89_like",
+    "workflow_projections_id_8b26ccd2_like",
+    "activation_milestones_milestone_33266645_like",
+    "job_run_observability_job_id_feb7b3e6_like",
+    "package_run_successes_package_id_97871aa7_like",
+    "run_log_meta_key_f3c33c09_like",
+    "runs_package_ix",
+    # Mailbox
+    "email_messages_id_03402059_like",
+    "email_delivery_events_message_id_3da5756f_like",
+    "email_delivery_events_id_a1b957bc_like",
+    "email_attachments_message_id_d3273316_like",
+    "email_attachments_id_eed4f55b_like",
+    "email_threads_id_43e27f1f_like",
+    "email_message_retention_retries_message_id_cfe9c718_like",
+    "email_message_deletion_tombstones_message_id_734e4655_like",
+    "mailbox_meta_key_cce54ddc_like",
+    "email_threads_last_ix",
+    "email_threads_root_ix",
+)
+
+
+@upgrade_step(LEAN_INDEXES)
+def drop_unread_indexes(cursor: Any) -> None:
+    """Drop the indexes version 6 stopped creating, qualified by the schema being upgraded
+    (an unqualified name would fall through ``search_path`` to ``public``)."""
+    cursor.execute(
+        "SELECT string_agg(format('%%I.%%I', current_schema(), i.relname), ', ')"
+        " FROM pg_class i WHERE i.relnamespace = current_schema()::regnamespace"
+        " AND i.relkind = 'i' AND i.relname = ANY(%s)",
+        [list(UNREAD_INDEXES)],
+    )
+    present = cursor.fetchone()[0]
+    if present:
+        cursor.execute(f"DROP INDEX IF EXISTS {present}")

@@ -279,3 +279,26 @@ def test_stamping_activity_never_waits_behind_a_locked_registry_row(owner_id, in
         holder.join(10)
     _consume(owner_id)
     assert UserSchema.objects.get(user_id=owner_id).active_on == timezone.now().date()
+
+
+def test_a_v5_archive_restores_without_the_unread_indexes(owner_id, inline_actors):
+    from kody.userschema.upgrades import UNREAD_INDEXES
+
+    schema = create_schema(owner_id, version=5, table_sets=None)
+    known.forget(owner_id)
+    with connection.cursor() as cursor:  # as versions 1-5 built it
+        cursor.execute(
+            f'CREATE INDEX "actor_calls_id_3e9d8c1f_like" ON "{schema}".actor_calls'
+            ' ("id" varchar_pattern_ops)'
+        )
+    _hibernate(owner_id)
+    assert SchemaArchive.objects.get(user_id=owner_id).version == 5
+    assert _consume(owner_id)["count"] == 1
+    assert UserSchema.objects.get(user_id=owner_id).version == schema_version()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'i' AND relnamespace = %s::regnamespace",
+            [schema],
+        )
+        names = {row[0] for row in cursor.fetchall()}
+    assert "daily_counters_day_ix" in names and not names & set(UNREAD_INDEXES)

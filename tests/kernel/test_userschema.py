@@ -327,3 +327,47 @@ def test_a_data_step_runs_once_per_schema_inside_the_upgrade(owner_id, monkeypat
     assert "tests.backfill" in upgrade_schema(owner_id).steps
     assert upgrade_schema(owner_id).steps == ()
     assert ran == [f"{schema_name_for(owner_id)}, public"]
+
+
+LEGACY_INDEXES = (  # as schema versions 1-5 created them
+    'CREATE INDEX "actor_calls_id_3e9d8c1f_like" ON {s}."actor_calls" ("id" varchar_pattern_ops)',
+    'CREATE INDEX "runs_package_ix" ON {s}."runs" ("package_id", "started_at" DESC, "id" DESC)',
+    'CREATE INDEX "email_threads_root_ix" ON {s}."email_threads" ("root_message_id_header")',
+)
+
+
+def _v5_schema_with_legacy_indexes(user: str) -> str:
+    schema = create_schema(user, version=5, table_sets=None)
+    known.forget(user)
+    with connection.cursor() as cursor:
+        for sql in LEGACY_INDEXES:
+            cursor.execute(sql.format(s=f'"{schema}"'))
+    return schema
+
+
+def _all_index_names(schema: str) -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'i' AND relnamespace = %s::regnamespace",
+            [schema],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_the_v6_upgrade_drops_unread_indexes_and_only_in_the_schema(owner_id, capsys):
+    from kody.userschema.upgrades import LEAN_INDEXES, UNREAD_INDEXES
+
+    assert schema_version() >= LEAN_INDEXES
+    schema = _v5_schema_with_legacy_indexes(owner_id)
+    assert {"runs_package_ix", "actor_calls_id_3e9d8c1f_like"} <= _all_index_names(schema)
+    with connection.cursor() as cursor:  # a public index with a dropped name must survive
+        cursor.execute('CREATE INDEX "runs_package_ix" ON public.kody_user_schemas (user_id)')
+    try:
+        call_command("upgrade_user_schemas")
+        assert "[1/1 (100%)" in capsys.readouterr().out
+        assert not _all_index_names(schema) & set(UNREAD_INDEXES)
+        assert "runs_package_ix" in _all_index_names("public")
+        assert "runs_started_ix" in _all_index_names(schema)  # the read ones stay
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute('DROP INDEX IF EXISTS public."runs_package_ix"')

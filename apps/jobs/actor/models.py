@@ -78,7 +78,6 @@ class Run(ActorModel):
             models.Index(fields=["surface", "-started_at", "-id"], name="runs_surface_ix"),
             models.Index(fields=["status", "-started_at", "-id"], name="runs_status_ix"),
             models.Index(fields=["job_id", "-started_at", "-id"], name="runs_job_ix"),
-            models.Index(fields=["package_id", "-started_at", "-id"], name="runs_package_ix"),
             models.Index(fields=["name", "-started_at", "-id"], name="runs_name_ix"),
             models.Index(
                 fields=["idempotency_key"],

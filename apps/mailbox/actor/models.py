@@ -79,10 +79,7 @@ class EmailThread(ActorModel):
 
     class Meta:
         db_table = "email_threads"
-        indexes = [
-            models.Index(fields=["last_message_at", "id"], name="email_threads_last_ix"),
-            models.Index(fields=["root_message_id_header"], name="email_threads_root_ix"),
-        ]
+        # No secondary index: threads are read by id only (docs/architecture/actor-indexes.md).
 
 
 class EmailMessage(ActorModel):
