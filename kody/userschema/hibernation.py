@@ -6,10 +6,13 @@ registry's ``active_on``, stamped at most once a day per process by ``ensure_sch
 *hibernated*: every table of their schema is read with ``COPY … TO STDOUT``, packed as
 zlib-compressed JSON into ``kody_schema_archives``, the schema is dropped and the registry row
 is marked ``hibernated_at`` — all in ONE transaction. Restoring is the reverse, also in one
-transaction: create the schema from the current DDL (its table sets only), ``COPY … FROM
-STDIN`` every table, advance identity sequences, run the data steps between the archived
-version and the current one (the fleet upgrade, on restore), delete the archive row and clear
-the mark. So after any crash exactly one of schema and archive is authoritative: a transaction
+transaction, in four round trips plus one COPY per non-empty table: the registry and archive
+rows together; the schema and its bare tables (the current DDL, its table sets only, compiled
+once per process); ``COPY … FROM STDIN`` of each table; then the indexes and constraints
+(built after the load), identity sequences, the archive row's deletion and the cleared mark in
+one pipeline; then the data steps between the archived version and the current one (the fleet
+upgrade, on restore). Nothing asks the catalog which tables or sequences exist: at fleet scale
+(a million pg_class rows) a scan by namespace would dominate the restore. So after any crash exactly one of schema and archive is authoritative: a transaction
 that did not commit left the other one untouched.
 
 Locks. Hibernation takes ``actor_owner`` in ACCESS EXCLUSIVE mode first: it waits for a running
@@ -27,23 +30,24 @@ restores too (its hooks are calls), and ``purge_schema`` deletes the archive wit
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.utils import CursorWrapper
+from django.db.models.fields import AutoFieldMixin
 from django.utils import timezone
 
 from kody.userschema import tablesets
-from kody.userschema.actor_models import schema_version
+from kody.userschema.actor_models import actor_models, schema_version
 from kody.userschema.ddl import compile_schema
 from kody.userschema.models import SchemaArchive, UserSchema
 from kody.userschema.naming import quoted
-from kody.userschema.scope import user_schema_scope
+from kody.userschema.scope import pipelined, user_schema_scope
 from kody.userschema.upgrades import steps_between
 
 log = logging.getLogger("kody.userschema")
@@ -76,12 +80,16 @@ def idle_users(idle_before: date, *, after: str = "", limit: int = 500) -> list[
 
 
 def _tables(cursor: CursorWrapper, schema: str) -> list[tuple[str, list[str]]]:
+    """The schema's actor tables and their columns. Asks by name (every actor table the
+    models know), so the lookup uses pg_class's (relname, relnamespace) index: a scan by
+    namespace alone would read the whole catalog of a fleet."""
+    names = [model._meta.db_table for model in actor_models()]
     cursor.execute(
         "SELECT c.relname, array_agg(a.attname ORDER BY a.attnum) FROM pg_class c"
-        " JOIN pg_namespace n ON n.oid = c.relnamespace"
         " JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped"
-        " WHERE n.nspname = %s AND c.relkind = 'r' GROUP BY c.relname ORDER BY c.relname",
-        [schema],
+        " WHERE c.relname = ANY(%s) AND c.relnamespace = to_regnamespace(%s) AND c.relkind = 'r'"
+        " GROUP BY c.relname ORDER BY c.relname",
+        [names, schema],
     )
     return [(name, list(columns)) for name, columns in cursor.fetchall()]
 
@@ -166,50 +174,110 @@ def _forget(user_id: str) -> None:
 
 def restore_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
     """Bring a hibernated user's schema back at the current version; returns its name. A
-    no-op (the name) when it is awake. One transaction."""
+    no-op (the name) when it is awake. One transaction, in few round trips (issue 16: restore
+    p99 <= 100 ms): the registry and archive rows together; the schema and its bare tables in
+    one pipeline; one COPY per table that has rows; then indexes, foreign keys, identity
+    sequences, the archive's deletion and the registry update in one more pipeline. No
+    catalog scan: which tables, columns and sequences there are comes from the compiled DDL."""
     connection = connections[using]
     with transaction.atomic(using=using), connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT schema_name, hibernated_at FROM {REGISTRY} WHERE user_id = %s FOR UPDATE",
+            f"SELECT r.schema_name, a.version, a.table_sets, a.data FROM {REGISTRY} r"
+            f" JOIN {ARCHIVES} a ON a.user_id = r.user_id"
+            " WHERE r.user_id = %s AND r.hibernated_at IS NOT NULL FOR UPDATE",
             [user_id],
         )
         row = cursor.fetchone()
-        if row is None or row[1] is None:
-            return row[0] if row else ""
-        schema = row[0]
-        cursor.execute(
-            f"SELECT version, table_sets, data FROM {ARCHIVES} WHERE user_id = %s FOR UPDATE",
-            [user_id],
-        )
-        archived = cursor.fetchone()
-        if archived is None:
-            raise RuntimeError(f"{schema} is marked hibernated but has no archive")
-        document = json.loads(zlib.decompress(bytes(archived[2])))
-        ddl = tablesets.subset(
-            compile_schema(None, using), tablesets.tables_of(document["table_sets"])
-        )
+        if row is None:
+            return _awake_or_broken(cursor, user_id)
+        schema, version, created, data = row
+        document = json.loads(zlib.decompress(bytes(data)))
         target = schema_version()
+        plan = _restore_plan(target, _frozen(document["table_sets"]))
         with user_schema_scope(schema, using):
-            cursor.execute(f"CREATE SCHEMA {quoted(schema)};\n{ddl.create_script}")
+            pipelined(connection, [(f"CREATE SCHEMA {quoted(schema)}", ()), *plan.tables])
+            loaded = []
             for table, content in sorted(document["tables"].items()):
-                _copy_in(using, schema, table, content["columns"], content["copy"])
+                if content["copy"]:
+                    _copy_in(using, schema, table, content["columns"], content["copy"])
+                    loaded.append(table)
                 _after_load(user_id, table)
-            for table, columns in _identity_columns(cursor, schema):
-                for column in columns:
-                    cursor.execute(
-                        f"SELECT setval(pg_get_serial_sequence(%s, %s),"
-                        f' coalesce((SELECT max("{column}") FROM "{table}"), 0) + 1, false)',
-                        [f'{quoted(schema)}."{table}"', column],
-                    )
+            today = timezone.now().date()
+            pipelined(
+                connection,
+                [
+                    *plan.extras,
+                    *_sequence_statements(schema, loaded),
+                    (f"DELETE FROM {ARCHIVES} WHERE user_id = %s", [user_id]),
+                    (
+                        f"UPDATE {REGISTRY} SET hibernated_at = NULL, version = %s,"
+                        " upgraded_at = now(), active_on = %s WHERE user_id = %s",
+                        [target, today, user_id],
+                    ),
+                ],
+            )
+            # Data steps between the archived version and now (the fleet upgrade, on restore).
             for step in steps_between(document["version"], target):
                 step.run(cursor)
-        cursor.execute(f"DELETE FROM {ARCHIVES} WHERE user_id = %s", [user_id])
-        cursor.execute(
-            f"UPDATE {REGISTRY} SET hibernated_at = NULL, version = %s, upgraded_at = now(),"
-            " active_on = %s WHERE user_id = %s",
-            [target, timezone.now().date(), user_id],
-        )
     return schema
+
+
+def _frozen(table_sets: list[str] | None) -> frozenset[str] | None:
+    return None if table_sets is None else frozenset(table_sets)
+
+
+def _awake_or_broken(cursor: CursorWrapper, user_id: str) -> str:
+    cursor.execute(
+        f"SELECT schema_name, hibernated_at FROM {REGISTRY} WHERE user_id = %s FOR UPDATE",
+        [user_id],
+    )
+    row = cursor.fetchone()
+    if row is None:
+        return ""
+    if row[1] is not None:
+        raise RuntimeError(f"{row[0]} is marked hibernated but has no archive")
+    return row[0]
+
+
+@dataclass(frozen=True)
+class RestorePlan:
+    tables: tuple[tuple[str, tuple], ...]  # CREATE TABLE, bare (primary keys inline)
+    extras: tuple[tuple[str, tuple], ...]  # indexes and foreign keys, after the load
+    identity: dict[str, tuple[str, ...]]  # table -> its identity columns
+
+
+@functools.cache
+def _restore_plan(version: int, table_sets: frozenset[str] | None) -> RestorePlan:
+    """The statements that rebuild a schema holding ``table_sets``, compiled once per
+    (version, sets) per process."""
+    ddl = tablesets.subset(compile_schema(version), tablesets.tables_of(table_sets))
+    identity = {}
+    for model in actor_models():
+        if model._meta.db_table in {t.table for t in ddl.tables}:
+            columns = tuple(
+                f.column for f in model._meta.local_concrete_fields if isinstance(f, AutoFieldMixin)
+            )
+            if columns:
+                identity[model._meta.db_table] = columns
+    return RestorePlan(
+        tables=tuple((t.create_table, ()) for t in ddl.tables),
+        extras=tuple((sql, ()) for t in ddl.tables for sql in t.create_extras),
+        identity=identity,
+    )
+
+
+def _sequence_statements(schema: str, loaded: list[str]) -> list[tuple[str, list]]:
+    """Identity sequences continue after the restored rows (empty tables start afresh)."""
+    identity = _restore_plan(schema_version(), None).identity
+    parts, params = [], []
+    for table in loaded:
+        for column in identity.get(table, ()):
+            parts.append(
+                f'setval(pg_get_serial_sequence(%s, %s), coalesce((SELECT max("{column}")'
+                f' FROM {quoted(schema)}."{table}"), 0) + 1, false)'
+            )
+            params += [f'{quoted(schema)}."{table}"', column]
+    return [(f"SELECT {', '.join(parts)}", params)] if parts else []
 
 
 def _copy_in(using: str, schema: str, table: str, columns: list[str], text: str) -> None:
@@ -220,16 +288,3 @@ def _copy_in(using: str, schema: str, table: str, columns: list[str], text: str)
     with raw.cursor() as cursor:
         with cursor.copy(f'COPY {quoted(schema)}."{table}" ({names}) FROM STDIN') as copy:
             copy.write(text.encode())
-
-
-def _identity_columns(cursor: CursorWrapper, schema: str) -> Iterator[tuple[str, list[str]]]:
-    cursor.execute(
-        "SELECT c.relname, array_agg(a.attname) FROM pg_attribute a"
-        " JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
-        " WHERE n.nspname = %s AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped"
-        " AND (a.attidentity <> '' OR pg_get_serial_sequence("
-        "   quote_ident(n.nspname) || '.' || quote_ident(c.relname), a.attname) IS NOT NULL)"
-        " GROUP BY c.relname",
-        [schema],
-    )
-    yield from ((table, list(columns)) for table, columns in cursor.fetchall())

@@ -394,13 +394,18 @@ def ensure_schema(
     schema, version, _, created, hibernated = row
     if version == PURGED:
         raise AccountDeleting()
+    stamped = -1
     if hibernated is not None:
         schema = hibernation.restore_schema(user_id, using)  # at the current version
+        if not connections[using].in_atomic_block:
+            stamped = _today()  # the restore committed today's active_on
     elif version < schema_version():
         schema = upgrade_schema(user_id, using=using).schema
     if created is not None and not wanted <= set(created):
         created = create_table_sets(user_id, wanted, using=using)
-    _remember_after_commit(user_id, schema, using, created, _stamp_active(user_id, using))
+    if stamped < 0:
+        stamped = _stamp_active(user_id, using)
+    _remember_after_commit(user_id, schema, using, created, stamped)
     return schema
 
 
