@@ -14,7 +14,11 @@ A successful run of a package counts toward that package's ``package_run_success
 reaches the user's activation milestones: ``package_run_succeeded`` at the first successful
 package run of any kind, ``package_activated`` at the first one that ran without the user
 pressing a button (``AUTONOMOUS_SURFACES``: a job, workflow, webhook, subscription or service
-ran it). A milestone keeps the time and package it was first reached with.
+ran it). A milestone keeps the time and package it was first reached with. No surface records
+a run with a ``package_id`` yet — packages do not run here, and a job's run (a capability
+call) is not a package run — so in production these two tables stay empty until the package
+runtime records its runs through ``record_run``; the milestones are the seed's two package
+milestones, not job ones.
 """
 
 from __future__ import annotations

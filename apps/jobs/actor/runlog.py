@@ -3,6 +3,12 @@
 Runs with their log lines, the package-invocation ledger, workflow projections (the
 ``concurrent_workflows`` count), job-run observability, package run successes and activation
 milestones. It prunes itself every 32 finishes (``records.prune``).
+
+Writers in use: runs and log lines (every job run and each capability call it makes, through
+the JobManager), job-run observability (the same), the invocation ledger (job runs whose target
+mutates, ``apps.jobs.services.runner``). Not yet reached by any product event: workflow
+projections (no workflow runtime) and package run successes / activation milestones (no
+package runs); see ``apps.jobs.services.runs`` and ``records``.
 """
 
 from __future__ import annotations

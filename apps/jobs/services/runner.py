@@ -15,6 +15,8 @@ leaves its late claims to run out and be reclaimed instead of running past their
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from datetime import datetime, timedelta
@@ -30,8 +32,10 @@ from apps.jobs.actor.manager import (
     Report,
     error_name,
     failed_outcome,
+    occurrence_key,
 )
 from apps.jobs.models import Job
+from apps.jobs.services import runs
 from kody.errors import KodyError
 
 log = logging.getLogger("apps.jobs")
@@ -91,18 +95,25 @@ def _execute(job: Job, owner: Any, started: datetime) -> Outcome:
     calls: list[dict[str, Any]] = []
     try:
         target = targets.parse_target((job.params_json or {}).get("target"))
+        keyed = _begin_keyed(job, target)
+        if keyed is not None and keyed["outcome"] == "replay":
+            return _replayed(job, target, started, keyed)
         call_started = timezone.now()
+        invocation_id = keyed["id"] if keyed else None
         try:
-            target.run(owner, targets.scopes_of(job.caller_context_json or {}))
+            response = target.run(owner, targets.scopes_of(job.caller_context_json or {}))
         except Exception as exc:
-            calls.append(_call_record(job, target, call_started, exc))
+            calls.append(_call_record(job, target, call_started, exc, invocation_id))
+            if keyed is not None and not _retryable(exc):
+                _finish_keyed(job, keyed, "error", {"error": error_name(exc)})
             raise
-        calls.append(_call_record(job, target, call_started, None))
-    except KodyError as exc:
-        return failed_outcome(started, exc, retryable=exc.status >= 500, calls=calls)
+        calls.append(_call_record(job, target, call_started, None, invocation_id))
+        if keyed is not None:
+            _finish_keyed(job, keyed, "success", response)
     except Exception as exc:
-        log.exception("job %s failed", job.id)
-        return failed_outcome(started, exc, retryable=True, calls=calls)
+        if not isinstance(exc, KodyError):
+            log.exception("job %s failed", job.id)
+        return failed_outcome(started, exc, retryable=_retryable(exc), calls=calls)
     return {
         "status": "success",
         "started_at": started.isoformat(),
@@ -112,11 +123,81 @@ def _execute(job: Job, owner: Any, started: datetime) -> Outcome:
     }
 
 
+def _retryable(exc: Exception) -> bool:
+    return exc.status >= 500 if isinstance(exc, KodyError) else True
+
+
+# --- the invocation ledger: a mutating call of an occurrence happens once ----------------------
+#
+# A job whose target mutates (``Capability.mutates``) keys its call in the owner's invocation
+# ledger (RunLog's ``package_invocation_ledger``) by the occurrence: token = the principal that
+# scheduled it, package = ``job:{id}`` (the job stands where a package will), export = the
+# capability, key = the occurrence key the run record carries. The call's outcome is stored
+# right after it returns, before the report: a run whose report was lost (the worker died after
+# the call) is reclaimed when its lease runs out and replays the stored outcome instead of
+# mutating twice. A retryable failure leaves the row pending, so the retry calls again; so
+# does a row still pending when the lease ran out (that call may or may not have happened).
+
+
+def _begin_keyed(job: Job, target: targets.CapabilityTarget) -> dict[str, Any] | None:
+    from kody.capabilities import get
+
+    cap = get(target.capability)
+    if cap is None or not cap.mutates or job.claimed_scheduled_for is None:
+        return None
+    grant = targets.scopes_of(job.caller_context_json or {})
+    key = {
+        "token_id": (grant.principal_id or f"job:{job.id}")[:64],
+        "package_id": f"job:{job.id}",
+        "export_name": target.capability,
+        "idempotency_key": occurrence_key(job.id, job.claimed_scheduled_for),
+    }
+    request = json.dumps(target.as_json(), sort_keys=True, separators=(",", ":"))
+    request_hash = hashlib.sha256(request.encode()).hexdigest()
+    try:
+        return runs.begin_invocation(job.user_id, key, request_hash, source="job")
+    except runs.InvocationKeyReused:
+        # The job's target was edited after this occurrence first ran: call anew, unkeyed.
+        return None
+
+
+def _finish_keyed(job: Job, keyed: dict[str, Any], status: str, response: Any) -> None:
+    runs.finish_invocation(job.user_id, keyed["id"], status, response)
+
+
+def _replayed(
+    job: Job, target: targets.CapabilityTarget, started: datetime, keyed: dict[str, Any]
+) -> Outcome:
+    """The occurrence's call already happened (its report was lost): record, do not repeat."""
+    line = {
+        "level": "info",
+        "message": f"{target.capability} already ran for this occurrence: not called again",
+        "fields": {"invocationId": keyed["id"], "status": keyed["status"]},
+    }
+    outcome: Outcome = {
+        "status": "success" if keyed["status"] == "success" else "error",
+        "started_at": started.isoformat(),
+        "finished_at": timezone.now().isoformat(),
+        "calls": [],
+        "lines": [line],
+        "retryable": False,
+    }
+    if keyed["status"] != "success":
+        outcome["error_name"] = str((keyed.get("response") or {}).get("error", "error"))
+        outcome["error_message"] = "The occurrence's call failed before its report was lost."
+    return outcome
+
+
 def _call_record(
-    job: Job, target: targets.CapabilityTarget, started: datetime, exc: Exception | None
+    job: Job,
+    target: targets.CapabilityTarget,
+    started: datetime,
+    exc: Exception | None,
+    invocation_id: str | None = None,
 ) -> dict[str, Any]:
     return {
         "surface": "execute",
+        "invocation_id": invocation_id,
         "status": "error" if exc else "success",
         "name": target.capability,
         "storage_id": job.storage_id,

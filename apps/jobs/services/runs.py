@@ -84,7 +84,16 @@ def concurrent_workflows(user_id: str) -> int:
     return int(RunLog.call(user_id, "concurrent_workflows"))
 
 
-# --- writers for the runtime surfaces (workflows, keyed package invocations) ------------------
+# --- writers for the runtime surfaces (workflows, keyed invocations) --------------------------
+#
+# Who calls these today. The invocation ledger: job runs, for every target capability that
+# mutates (``runner._begin_keyed``: the job's occurrence is the key, so a run whose report was
+# lost replays instead of mutating twice); keyed package invocations will be the second
+# caller once packages run here. Workflow projections (``start_workflow``, ``move_workflow``)
+# have NO product caller yet: Kody has no workflow runtime (a job's target is a capability
+# call, never a workflow, and nothing else starts one), so in production ``workflowRunList``
+# lists nothing and ``concurrent_workflows`` counts 0. They are kept, tested and exported so
+# the runtime only has to call them; they are not pretended to be in use.
 
 WORKFLOW_SOURCES = ("package", "inline")
 
