@@ -60,6 +60,7 @@ def default_worker(concurrency: int) -> Any:
     argv += ["--without-mingle", "--without-gossip", "--without-heartbeat"]
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     try:
+        _wait_ready(proc)
         yield proc
     finally:
         proc.terminate()
@@ -67,6 +68,18 @@ def default_worker(concurrency: int) -> Any:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _wait_ready(proc: subprocess.Popen) -> None:
+    """Until the worker answers a ping: the clock starts with the system up, so a worker's
+    boot (Django and Celery imports, several seconds here) is not counted as scheduling lag."""
+    from config.celery import app
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if app.control.ping(timeout=0.5):
+            return
+    raise RuntimeError("the default worker did not start")
 
 
 def purge_default_queue() -> None:

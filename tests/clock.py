@@ -48,3 +48,42 @@ def today_iso() -> str:
 
 def days_ago(n: int) -> str:
     return (datetime.now(UTC).date() - timedelta(days=n)).isoformat()
+
+
+class SteppedClock:
+    """One clock for a test and the subprocesses it starts, stepped by the test.
+
+    ``env()`` is what a child needs (``tests/clockshift/sitecustomize.py`` reads it); ``at``
+    moves this process and every child to an instant, all ticking from there. Children follow
+    within a poll (50 ms); step only while nothing waits on a deadline taken from the clock.
+    """
+
+    def __init__(self, path: Path, start: datetime) -> None:
+        import time_machine
+
+        self.path = path
+        self.now = start
+        self._write(start)
+        self._traveller = time_machine.travel(start, tick=True)
+        self._coordinates = self._traveller.start()
+
+    def _write(self, at: datetime) -> None:
+        scratch = self.path.with_suffix(".tmp")
+        scratch.write_text(repr(at.timestamp()))
+        scratch.replace(self.path)  # atomic: a child never reads half a number
+
+    def env(self) -> dict[str, str]:
+        paths = [str(SITECUSTOMIZE_DIR), *filter(None, [os.environ.get("PYTHONPATH")])]
+        return {
+            "KODY_TEST_CLOCK_FILE": str(self.path),
+            "KODY_TEST_CLOCK_OFFSET": "",  # this clock replaces a --shift-clock offset
+            "PYTHONPATH": os.pathsep.join(paths),
+        }
+
+    def at(self, instant: datetime) -> None:
+        self.now = instant
+        self._write(instant)
+        self._coordinates.move_to(instant)
+
+    def stop(self) -> None:
+        self._traveller.stop()
