@@ -49,6 +49,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
@@ -62,7 +63,12 @@ from kody.errors import AccountDeleting
 from kody.userschema.accounts import NoLiveAccount
 from kody.userschema.naming import quoted
 from kody.userschema.schemas import REGISTRY, ensure_schema, known
-from kody.userschema.scope import Statement, user_schema_scope
+from kody.userschema.scope import (
+    Statement,
+    deferred_search_path,
+    pipelined,
+    user_schema_scope,
+)
 
 log = logging.getLogger("kody.actors")
 
@@ -152,11 +158,18 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
             # Left out of the batch: _run_group below reports the failure as before.
     running = None
     try:
-        with transaction.atomic(using=using):
+        with transaction.atomic(using=using), deferred_search_path(using) as path:
+            # One round trip for every user's owner lock, call records and tombstone.
+            checked = _batch_prelude([groups[index] for index in batched], using)
             writes: list[Statement] = []
-            for running in batched:
-                results[running], pending = _in_transaction(
-                    groups[running], using, savepoints=False
+            for running, (owner, done, restricted) in zip(batched, checked, strict=True):
+                group = groups[running]
+                if owner != group.user_id:
+                    results[running] = _refuse(group, _mismatch(group))
+                    continue
+                path.switch(group.schema)  # sent with the user's first statement
+                results[running], pending = _run_calls(
+                    group, using, done, savepoints=False, restricted=restricted
                 )
                 writes += pending
             running = None  # past the users: a failure now is the records', fence's or COMMIT's
@@ -349,21 +362,93 @@ def _in_transaction(
         tombstone,
     ):
         if not owner or owner[0][0] != group.user_id:
-            raise OwnerMismatch(f"schema {group.schema} does not belong to the calling user")
+            raise _mismatch(group)
         # Marked for deletion (the registry's tombstone): only deletion-safe methods run.
         restricted = bool(tombstone and tombstone[0][0] is not None)
         done = {call_id: Outcome.parse(text) for call_id, text in records}
-        fresh: list[tuple[Call, Outcome]] = []
-        results: list[Outcome] = []
-        for call in group.calls:
-            outcome = done.get(call.id)
-            if outcome is None:
-                outcome = _invoke(call, using, savepoints=savepoints, restricted=restricted)
-                done[call.id] = outcome
-                if outcome.recordable:
-                    fresh.append((call, outcome))
-            results.append(outcome)
+        return _run_calls(group, using, done, savepoints=savepoints, restricted=restricted)
+
+
+def _mismatch(group: _Group) -> OwnerMismatch:
+    return OwnerMismatch(f"schema {group.schema} does not belong to the calling user")
+
+
+def _run_calls(
+    group: _Group, using: str, done: dict[str, Outcome], *, savepoints: bool, restricted: bool
+) -> tuple[list[Outcome], list[Statement]]:
+    """One user's calls once its owner lock is held and checked: answers from ``done`` (its
+    call records), runs the rest; their outcomes and the statements recording them."""
+    fresh: list[tuple[Call, Outcome]] = []
+    results: list[Outcome] = []
+    for call in group.calls:
+        outcome = done.get(call.id)
+        if outcome is None:
+            outcome = _invoke(call, using, savepoints=savepoints, restricted=restricted)
+            done[call.id] = outcome
+            if outcome.recordable:
+                fresh.append((call, outcome))
+        results.append(outcome)
     return results, _record_statements(group, fresh)
+
+
+def _batch_prelude(
+    groups: Sequence[_Group], using: str
+) -> list[tuple[str | None, dict[str, Outcome], bool]]:
+    """The first round trip of a batch of several users, in one pipeline: the transaction's
+    timeouts; ONE statement locking every user's owner row, in the batch's order (ascending
+    user id; an append plan runs its branches in order); ONE statement reading every user's
+    call records for the batch and the registry's tombstones. Per user: the owner id (None
+    without an owner row), its recorded outcomes, whether it is marked for deletion.
+
+    The lock takes ``NOWAIT``: an owner row held by anyone else (an inline call inside a
+    caller's transaction, ``mark_deleting``, hibernation) fails the statement at once with
+    ``lock_not_available``, and the batch reruns the old way, one user at a time behind a
+    savepoint, where each lock waits at most ``lock_timeout`` and one stuck user is answered
+    alone. Without the wait nothing can deadlock here either. The reads are a separate
+    statement after the lock, so their snapshot is taken once every lock is held (a
+    ``mark_deleting`` that held one committed before it was granted)."""
+    locks: list[str] = []
+    reads: list[str] = []
+    params: list[Any] = []
+    for index, group in enumerate(groups):
+        schema = quoted(group.schema)
+        locks.append(
+            f"SELECT {index} AS i, owner_id::text FROM (SELECT owner_id FROM {schema}.actor_owner"
+            " WHERE id = 1 FOR UPDATE NOWAIT) AS o"
+        )
+        reads.append(
+            f"SELECT {index}, id::text, outcome::text FROM {schema}.actor_calls"
+            " WHERE id = ANY(%s)"
+        )
+        params.append([call.id for call in group.calls])
+    reads.append(
+        f"SELECT -1, user_id::text, NULL FROM {REGISTRY}"
+        " WHERE user_id = ANY(%s) AND deleting_at IS NOT NULL"
+    )
+    params.append([group.user_id for group in groups])
+    timeouts = (
+        "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+        [
+            f"{int(settings.KODY_ACTOR_LOCK_TIMEOUT_MS)}ms",
+            f"{int(settings.KODY_ACTOR_STATEMENT_TIMEOUT_MS)}ms",
+        ],
+    )
+    _, owners, records = pipelined(
+        connections[using],
+        [timeouts, ("\nUNION ALL ".join(locks), ()), ("\nUNION ALL ".join(reads), params)],
+    )
+    owner_of: dict[int, str] = dict(owners)
+    done: list[dict[str, Outcome]] = [{} for _ in groups]
+    marked: set[str] = set()
+    for index, key, text in records:
+        if index < 0:
+            marked.add(key)
+        else:
+            done[index][key] = Outcome.parse(text)
+    return [
+        (owner_of.get(index), done[index], group.user_id in marked)
+        for index, group in enumerate(groups)
+    ]
 
 
 def _invoke(call: Call, using: str, *, savepoints: bool, restricted: bool = False) -> Outcome:

@@ -14,6 +14,12 @@ the caller's values back too.
 mode) and their rows are yielded. The actor runtime sends its owner-row lock and call-record
 lookup this way: four round trips (BEGIN, SET, lock, lookup) become one. ``search_path`` and
 the timeouts are one statement (``set_config(..., true)``, which is ``SET LOCAL``).
+
+``deferred_search_path`` is the batch form (ADR 0022): inside one open transaction that
+runs several users one after another, ``switch(schema)`` costs no round trip of its own; the
+``set_config`` goes out in front of the next statement the connection sends (a
+multi-statement query on Django's client-side binding cursor, whose second result the cursor
+is then moved to), or first in the next ``pipelined`` round trip.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.transaction import TransactionManagementError
+from psycopg import ClientCursor, ServerCursor
 
 from kody.userschema.naming import checked
 
@@ -37,12 +44,77 @@ def pipelined(
     """Run ``statements`` in one round trip (psycopg pipeline mode); each one's rows."""
     connection.ensure_connection()
     raw = connection.connection
+    deferred: DeferredSearchPath | None = getattr(connection, "kody_deferred_path", None)
+    first = deferred.take() if deferred is not None else None
+    if first is not None:
+        statements = [(first, ()), *statements]
     with connection.wrap_database_errors:
         with raw.pipeline():
             cursors = [raw.cursor() for _ in statements]
             for cursor, (sql, params) in zip(cursors, statements, strict=True):
                 cursor.execute(sql, params or None)
-        return [cursor.fetchall() if cursor.description else [] for cursor in cursors]
+        results = [cursor.fetchall() if cursor.description else [] for cursor in cursors]
+    return results[1:] if first is not None else results
+
+
+def _path_sql(schema: str) -> str:
+    # u_ + hex (checked): a literal needs no quoting and holds no % for client-side binding.
+    return f"SELECT set_config('search_path', '{checked(schema)}, public', true)"
+
+
+class DeferredSearchPath:
+    """An execute wrapper that sends a pending ``SET LOCAL search_path`` in front of the
+    connection's next statement instead of in a round trip of its own.
+
+    Installed by :func:`deferred_search_path` for the span of one transaction. Every statement
+    Django's cursors send passes through it; the first one after ``switch`` goes out as
+    ``SELECT set_config(...); <statement>`` and the cursor is moved to the statement's own
+    result, so ``fetch*``, ``rowcount`` and ``description`` are the statement's. A statement
+    that cannot carry it (``executemany``, a server-side or server-binding cursor, composed
+    SQL) gets it sent just before, as its own statement. ``cursor.copy`` bypasses Django's
+    execute wrappers: a method that starts with a COPY must name its schema (as hibernation
+    does)."""
+
+    def __init__(self, connection: BaseDatabaseWrapper) -> None:
+        self.connection = connection
+        self._pending: str | None = None
+
+    def switch(self, schema: str) -> None:
+        self._pending = _path_sql(schema)
+
+    def take(self) -> str | None:
+        pending, self._pending = self._pending, None
+        return pending
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        pending = self.take()
+        if pending is None:
+            return execute(sql, params, many, context)
+        cursor = getattr(context.get("cursor"), "cursor", None)
+        plain = isinstance(cursor, ClientCursor) and not isinstance(cursor, ServerCursor)
+        if many or not plain or not isinstance(sql, str):
+            with self.connection.connection.cursor() as own:
+                own.execute(pending)
+            return execute(sql, params, many, context)
+        result = execute(f"{pending};\n{sql}", params, many, context)
+        cursor.nextset()  # the statement's own result, not set_config's
+        return result
+
+
+@contextmanager
+def deferred_search_path(using: str = DEFAULT_DB_ALIAS) -> Iterator[DeferredSearchPath]:
+    """Inside an open transaction: a :class:`DeferredSearchPath` whose ``switch(schema)``
+    points ``search_path`` at a user schema (``SET LOCAL``) with the next statement sent."""
+    connection = connections[using]
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("a user schema is only reachable inside atomic()")
+    deferred = DeferredSearchPath(connection)
+    connection.kody_deferred_path = deferred  # type: ignore[attr-defined]
+    try:
+        with connection.execute_wrapper(deferred):
+            yield deferred
+    finally:
+        connection.kody_deferred_path = None  # type: ignore[attr-defined]
 
 
 @contextmanager

@@ -61,6 +61,23 @@ class Probe(Actor):
                 "search_path": cursor.fetchone()[0],
             }
 
+    def rows_touched(self) -> dict[str, Any]:
+        """The rowcount of this call's first statement, and the search path it ran under."""
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE daily_counters SET revision = revision")
+            touched = cursor.rowcount
+            cursor.execute("SELECT current_setting('search_path')")
+            return {"touched": touched, "search_path": cursor.fetchone()[0]}
+
+    def many_first(self) -> dict[str, Any]:
+        """An ``executemany`` as the call's first statement, then where it ran."""
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "UPDATE daily_counters SET revision = revision WHERE resource = %s",
+                [["execute_calls_per_day"], ["nothing"]],
+            )
+        return self.whoami()
+
     def fail(self, message: str) -> None:
         self._bump("execute_calls_per_day")
         raise ProbeFailed(message, details={"why": message})

@@ -1,0 +1,170 @@
+"""Where the queue's CPU goes: one queue row, CPU time per process kind per call.
+
+    python benchmarks/queue_cpu.py [--users 64] [--procs 4] [--threads 16] [--seconds 5]
+        [--py-spy DIR]
+
+Starts the shard workers the way ``actors.py`` does, runs ``UserMeter.consume`` from
+``procs`` x ``threads`` callers over ``users`` users for ``seconds``, and reads utime+stime
+from ``/proc/PID/stat`` before and after for the shard worker, every Postgres backend and
+auxiliary process of the benchmark's server, Redis and the caller processes. Prints calls/s
+and CPU milliseconds per call for each kind: on a 2-CPU host shared by all of them, CPU per
+call anywhere is throughput lost. With ``--py-spy DIR`` it also records the shard worker and
+one caller with py-spy (``--idle``) into flame graphs in DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from _accounts import live_account_ids
+from _harness import setup_django, shard_worker
+from actors import DAY, LIMIT, closed_loop_procs, meter_call, mixed_call
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def postgres_pids() -> list[int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_postmaster_start_time()")
+        cursor.execute("SELECT setting FROM pg_settings WHERE name = 'data_directory'")
+        data = cursor.fetchone()[0]
+    pid = int(Path(data, "postmaster.pid").read_text().split()[0])
+    return [pid, *children(pid)]
+
+
+def redis_pid() -> int | None:
+    from kody.actors import transport
+
+    info = transport.client().info("server")
+    return int(info["process_id"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--users", type=int, default=64)
+    parser.add_argument("--procs", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--mixed", action="store_true")
+    parser.add_argument("--py-spy", default="")
+    options = parser.parse_args()
+    setup_django()
+    from django.conf import settings
+
+    from apps.entitlements.actor import UserMeter
+    from kody.userschema.schemas import ensure_schema
+
+    users = live_account_ids(options.users)
+    settings.KODY_ACTORS_INLINE = True
+    for user in users:
+        ensure_schema(user)
+        UserMeter.call(user, "consume", resource="execute_calls_per_day", day=DAY, limit=LIMIT)
+    settings.KODY_ACTORS_INLINE = False
+    factory = (lambda: mixed_call(users)) if options.mixed else (lambda: meter_call(users))
+    with shard_worker() as workers:
+        warm = factory()
+        for index in range(len(users) * 2):
+            warm(index % len(users))
+        worker_pids = [pid for w in workers for pid in [w.pid, *children(w.pid)]]
+        pg = postgres_pids()
+        rd = redis_pid()
+        me = os.getpid()
+        kinds = {"shard worker": worker_pids, "postgres": pg, "redis": [rd] if rd else []}
+        before = {kind: sum(map(cpu_seconds, pids)) for kind, pids in kinds.items()}
+        callers_before = cpu_seconds(me)  # the forked callers are counted from their exit
+        spies = []
+        if options.py_spy:
+            Path(options.py_spy).mkdir(parents=True, exist_ok=True)
+            for pid in worker_pids[:1]:
+                spies.append(
+                    subprocess.Popen(
+                        [
+                            "py-spy", "record", "--idle", "--nonblocking", "-r", "100", "--threads",
+                            "--format", "raw",
+                            "-d", str(int(options.seconds)), "-o",
+                            f"{options.py_spy}/worker.txt", "-p", str(pid),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
+        waits: dict[str, int] = {}
+        done = threading.Event()
+
+        def sample() -> None:
+            import psycopg
+            from django.db import connection
+
+            conn = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+            while not done.wait(0.005):
+                for state, event, query in conn.execute(
+                    "SELECT state, coalesce(wait_event_type || ':' || wait_event, 'cpu'),"
+                    " left(query, 40) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+                    " AND pid <> pg_backend_pid() AND datname = current_database()"
+                ).fetchall():
+                    key = f"{state:20} {event:28} {query if state == 'active' else ''}"
+                    waits[key] = waits.get(key, 0) + 1
+            conn.close()
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        times_before = os.times()
+        started = time.perf_counter()
+        stats = closed_loop_procs(factory, options.procs, options.threads, options.seconds)
+        elapsed = time.perf_counter() - started
+        times_after = os.times()
+        after = {kind: sum(map(cpu_seconds, pids)) for kind, pids in kinds.items()}
+        done.set()
+        sampler.join()
+        for spy in spies:
+            spy.wait()
+    calls = stats["per_s"] * elapsed
+    used = {kind: after[kind] - before[kind] for kind in kinds}
+    used["callers"] = (
+        times_after.children_user
+        + times_after.children_system
+        - times_before.children_user
+        - times_before.children_system
+    )
+    del callers_before
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"{options.users} users, {options.procs}x{options.threads} callers, "
+        f"{'mixed' if options.mixed else 'meter'}: {stats['per_s']:.0f} calls/s, "
+        f"p50 {stats['p50_ms']:.2f} ms (load {load})"
+    )
+    total = sum(used.values())
+    for kind, seconds in sorted(used.items(), key=lambda item: -item[1]):
+        print(
+            f"  {kind:14} {seconds:6.2f} s CPU  {seconds / calls * 1000:6.3f} ms/call"
+            f"  {seconds / elapsed:5.2f} CPUs"
+        )
+    samples = sum(waits.values()) or 1
+    for key, count in sorted(waits.items(), key=lambda item: -item[1])[:15]:
+        print(f"    {count / samples:6.1%}  {key}")
+    print(f"  {'total':14} {total:6.2f} s CPU  {total / calls * 1000:6.3f} ms/call"
+          f"  {total / elapsed:5.2f} CPUs of {os.cpu_count()}")
+
+
+if __name__ == "__main__":
+    main()
