@@ -70,6 +70,14 @@ KILLED_POLL = timedelta(minutes=1)
 DISPATCH_TASK = "jobs.dispatch_runs"
 
 
+# What a claim writes to its job row.
+CLAIM_FIELDS = [
+    "claim_token",
+    "running_since",
+    "lease_expires_at",
+    "claimed_scheduled_for",
+    "retry_count",
+]
 # What finishing (or retrying) an occurrence writes to its job row.
 REPORT_FIELDS = [
     "claim_token",
@@ -217,11 +225,7 @@ class JobManager(Actor):
             .order_by("next_run_at", "id")
             .select_for_update()[: limit + 1]
         )
-        claims = []
-        for job in due[:limit]:
-            claim = self._claim(job, now)
-            if claim is not None:
-                claims.append(claim)
+        claims = self._claim_many(due[:limit], now)
         if len(due) > limit:
             self.set_alarm(now + BACKLOG_REARM)
         else:
@@ -229,39 +233,55 @@ class JobManager(Actor):
         return claims
 
     def _claim(self, job: Job, now: datetime) -> Claim | None:
+        claims = self._claim_many([job], now)
+        return claims[0] if claims else None
+
+    def _claim_many(self, jobs: list[Job], now: datetime) -> list[Claim]:
+        """Claim these due jobs: each claim's charge commits with it (see the design note).
+        The claims are charged together when all fit under the limit (one counter UPDATE for
+        the alarm), else one by one, so those that fit still run and the rest are refused."""
+        ready = [job for job in jobs if self._ready(job, now)]
+        if not ready:
+            return []
+        try:
+            consume_in_call(self.context, "job_runs_per_day", len(ready), now=now)
+            charged = ready
+        except LimitReached:
+            charged = [job for job in ready if self._charge_one(job, now)]
+        for job in charged:
+            job.claim_token = new_id()
+            job.running_since = now
+            job.lease_expires_at = now + LEASE
+        Job.objects.bulk_update(charged, CLAIM_FIELDS)
+        return [{"job_id": job.id, "claim_token": str(job.claim_token)} for job in charged]
+
+    def _ready(self, job: Job, now: datetime) -> bool:
+        """Settle a job whose lease ran out (its run reported after all, or its retries are
+        used up) or mark it a retry; pick the occurrence the claim is for."""
         if job.claim_token is not None:  # the lease ran out: the worker died mid-run
             key = occurrence_key(job.id, job.claimed_scheduled_for or job.next_run_at)
             if am.Run.objects.filter(idempotency_key=key, surface="job").exists():
                 self._advance(job, now, status=job.last_run_status or "success")
-                return None
+                return False
             if job.retry_count >= MAX_RETRIES:
                 self._record_lost(job, now)
                 self._advance(job, now, status="error")
-                return None
+                return False
             job.retry_count += 1
         scheduled_for = job.claimed_scheduled_for if job.claim_token else None
         job.claimed_scheduled_for = scheduled_for or job.retry_scheduled_for or job.next_run_at
-        try:  # this run's charge, committed with its claim (see the design note)
+        return True
+
+    def _charge_one(self, job: Job, now: datetime) -> bool:
+        try:
             consume_in_call(self.context, "job_runs_per_day", now=now)
         except LimitReached as exc:  # refused: recorded and advanced as a finished run would be
             self._write_records(
                 job.id, job, job.claimed_scheduled_for, failed_outcome(now, exc, retryable=False)
             )
             self._advance(job, now, status="error")
-            return None
-        job.claim_token = new_id()
-        job.running_since = now
-        job.lease_expires_at = now + LEASE
-        job.save(
-            update_fields=[
-                "claim_token",
-                "running_since",
-                "lease_expires_at",
-                "claimed_scheduled_for",
-                "retry_count",
-            ]
-        )
-        return {"job_id": job.id, "claim_token": job.claim_token}
+            return False
+        return True
 
     def _record_lost(self, job: Job, now: datetime) -> None:
         records.record_run(
@@ -280,6 +300,28 @@ class JobManager(Actor):
         )
 
     # --- the report from a run --------------------------------------------------------
+
+    def renew(self, claims: list[Claim]) -> dict[str, str]:
+        """Extend the leases of a batch's claims that are still its own and unexpired, to
+        ``LEASE`` from now but never past ``CLAIM_LEASE`` after the claim: a dispatch the
+        outbox repeats arrives only after that, and must still find the lease over. Answers
+        the new expiry of each claim renewed; a claim left out must not run."""
+        now = timezone.now()
+        tokens = {claim["job_id"]: claim["claim_token"] for claim in claims}
+        renewed: dict[str, str] = {}
+        rows = Job.objects.select_for_update().filter(
+            user_id=self.user_id, id__in=list(tokens), lease_expires_at__gt=now
+        )
+        for job in rows:
+            if job.claim_token != tokens[job.id] or job.running_since is None:
+                continue
+            until = min(now + LEASE, job.running_since + CLAIM_LEASE)
+            if until > job.lease_expires_at:
+                Job.objects.filter(id=job.id).update(lease_expires_at=until)
+                job.lease_expires_at = until
+            renewed[job.id] = job.lease_expires_at.isoformat()
+        self._arm()
+        return renewed
 
     def finish(self, job_id: str, claim_token: str, outcome: Outcome) -> dict[str, Any]:
         """One run's report (``finish_many`` with one report)."""

@@ -8,9 +8,11 @@ JobManager with ``finish_many``, which writes each run's records and next schedu
 transaction: one report for the batch, or one every ``REPORT_EVERY`` while a long batch is
 still running. Nothing here holds the user's actor lock while a target runs: the target may
 call the user's other actors. The runs of one batch go one after another, so a job is never
-run beside itself (its claim is in one batch only); a run starts only with at least
-``MIN_LEASE_LEFT`` of its lease ahead of it (the batch's first run: any), so a slow batch
-leaves its late claims to run out and be reclaimed instead of running past their leases.
+run beside itself (its claim is in one batch only). A run starts only with at least
+``MIN_LEASE_LEFT`` of its lease ahead of it: when the next one has less (the batch waited in
+a backed-up queue, or its earlier runs were slow), the batch asks the JobManager to ``renew``
+the leases of the claims it has left, and runs only those renewed; a claim whose lease is
+already over is never run (someone may have reclaimed it, or will).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import hashlib
 import json
 import logging
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
@@ -41,8 +43,8 @@ from kody.errors import KodyError
 log = logging.getLogger("apps.jobs")
 
 
-# A run after the batch's first starts only with this much of its lease ahead (60 s of the
-# default 120: twice the 30 s an actor call may take).
+# A run starts only with this much of its lease ahead (60 s of the default 120: twice the
+# 30 s an actor call may take), or after renewing it.
 MIN_LEASE_LEFT = LEASE / 2
 # A long batch reports what it has run at least this often (seconds, monotonic).
 REPORT_EVERY = 5.0
@@ -71,16 +73,20 @@ def run_batch(user_id: str, claims: list[dict[str, str]]) -> list[dict[str, Any]
     answers: list[dict[str, Any]] = []
     pending: list[Report] = []
     reported_at = time.monotonic()
-    first = True
-    for claim in claims:
+    renewed: set[str] = set()
+    for index, claim in enumerate(claims):
         job = jobs.get(claim["job_id"])
-        now = timezone.now()
         if job is None or job.lease_expires_at is None:
             continue  # someone else holds it now, or it was deleted: not ours to run
-        left = job.lease_expires_at - now
-        if left <= timedelta(0) or (not first and left < MIN_LEASE_LEFT):
-            continue  # its lease runs out (and a later alarm reclaims it) rather than run late
-        first = False
+        if job.lease_expires_at - timezone.now() < MIN_LEASE_LEFT and job.id not in renewed:
+            rest = [c for c in claims[index:] if c["job_id"] in jobs]
+            _renew(user_id, rest, jobs)
+            renewed.update(c["job_id"] for c in rest)
+            if job.id not in jobs:
+                continue
+        now = timezone.now()
+        if job.lease_expires_at <= now:
+            continue  # over: the next alarm reclaims it
         outcome = _execute(job, owner, now)
         pending.append({"job_id": job.id, "claim_token": claim["claim_token"], "outcome": outcome})
         if time.monotonic() - reported_at >= REPORT_EVERY:
@@ -89,6 +95,17 @@ def run_batch(user_id: str, claims: list[dict[str, str]]) -> list[dict[str, Any]
     if pending:
         answers += JobManager.call(user_id, "finish_many", reports=pending)
     return answers
+
+
+def _renew(user_id: str, claims: list[dict[str, str]], jobs: dict[str, Job]) -> None:
+    """Renew the leases of the batch's remaining claims; drop from ``jobs`` those refused."""
+    renewed = JobManager.call(user_id, "renew", claims=claims)
+    for claim in claims:
+        until = renewed.get(claim["job_id"])
+        if until is None:
+            jobs.pop(claim["job_id"], None)
+        else:
+            jobs[claim["job_id"]].lease_expires_at = datetime.fromisoformat(until)
 
 
 def _execute(job: Job, owner: Any, started: datetime) -> Outcome:
