@@ -277,8 +277,10 @@ def direct_fn(users: list, raws: list[bytes], run: str) -> Callable[[int], objec
     return write
 
 
-def statements_per_message(users: list, raws: list[bytes], run: str) -> tuple[int, int]:
-    """SQL statements for one warm message on each path, counted in this process (inline)."""
+def statements_per_message(users: list, raws: list[bytes], run: str) -> tuple[str, str]:
+    """SQL round trips and statements (a multi-statement query counts once in the first,
+    each of its statements in the second) for one warm message on each path, counted in this
+    process (inline)."""
     from django.conf import settings
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -292,7 +294,12 @@ def statements_per_message(users: list, raws: list[bytes], run: str) -> tuple[in
         deliver(0)
     with CaptureQueriesContext(connection) as direct:
         write(0)
-    return len(actor.captured_queries), len(direct.captured_queries)
+
+    def counted(captured: CaptureQueriesContext) -> str:
+        statements = sum(len(q["sql"].split(";\n")) for q in captured.captured_queries)
+        return f"{len(captured.captured_queries)} round trips ({statements} statements)"
+
+    return counted(actor), counted(direct)
 
 
 def main() -> None:
@@ -333,7 +340,7 @@ def main() -> None:
     ratio = actor["per_s"] / direct["per_s"]
     print(f"actor pipeline / direct writes: {ratio:.0%} of messages/s (target >= 50%)")
     actor_sql, direct_sql = statements_per_message(users, raws, run)
-    print(f"SQL statements per warm message: actor pipeline {actor_sql}, direct {direct_sql}")
+    print(f"SQL per warm message: actor pipeline {actor_sql}, direct {direct_sql}")
     print(f"load average at end: {os.getloadavg()}")
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
@@ -454,27 +454,33 @@ class Mailbox(Actor):
         for att in attachments:
             self._check_attachment_key(att, message_id)
         now = timezone.now()
-        thread_id = self._thread_for(message, now)
+        thread_id, writes = self._thread_writes(message, now)
         fields = {k: v for k, v in message.items() if k not in ("id", "thread_id")}
-        m.EmailMessage.objects.create(
-            id=message_id,
-            direction="inbound",
-            thread_id=thread_id,
-            processing_status="stored",
-            received_at=now,
-            created_at=now,
-            updated_at=now,
+        row = {
             **fields,
-        )
+            "id": message_id,
+            "direction": "inbound",
+            "thread_id": thread_id,
+            "processing_status": "stored",
+            "received_at": now,
+            "created_at": now,
+            "updated_at": now,
+        }
+        writes.append(self._insert(m.EmailMessage, [row]))
         if attachments:
-            m.EmailAttachment.objects.bulk_create(
-                [
-                    m.EmailAttachment(message_id=message_id, created_at=now, **att)
-                    for att in attachments
-                ]
+            rows = [{**att, "message_id": message_id, "created_at": now} for att in attachments]
+            writes.append(self._insert(m.EmailAttachment, rows))
+        writes.append(
+            (
+                f"UPDATE {m.EmailDeliveryEvent._meta.db_table} SET state = 'received',"
+                " event_type = 'received', message_id = %s, finalization_token = %s,"
+                " storage_lease = NULL, reconcile_after = NULL, updated_at = %s,"
+                " expected_attachment_count = %s WHERE id = %s",
+                [message_id, lease, now, len(attachments), ev.id],
             )
-        ev.expected_attachment_count = len(attachments)
-        self._finalize(ev, message_id, lease, now)
+        )
+        # Thread, message, attachments and the finalize: one round trip, one transaction.
+        self._execute(writes)
         # No alarm and no due-owner change here: the claim left a due-owner hint, and its
         # reconcile pass schedules the next retention.
         return {"messageId": message_id, "created": True}
@@ -529,6 +535,15 @@ class Mailbox(Actor):
         return {"state": "rejected", "reason": ev.detail_json.get("reason")}
 
     def _thread_for(self, message: dict[str, Any], now: datetime) -> str:
+        thread_id, writes = self._thread_writes(message, now)
+        self._execute(writes)
+        return thread_id
+
+    def _thread_writes(
+        self, message: dict[str, Any], now: datetime
+    ) -> tuple[str, list[tuple[str, list[Any]]]]:
+        """The message's thread (its parent's, found by References / In-Reply-To, or a new
+        one) and the statement that touches or creates it, for the caller to send."""
         refs = [*(message.get("references_json") or [])]
         if message.get("in_reply_to_header"):
             refs.append(message["in_reply_to_header"])
@@ -540,18 +555,47 @@ class Mailbox(Actor):
                 .first()
             )
             if parent:
-                m.EmailThread.objects.filter(id=parent).update(last_message_at=now, updated_at=now)
-                return parent
-        thread = m.EmailThread.objects.create(
-            id=_new_id(),
-            inbox_id=message["inbox_id"],
-            subject_normalized=normalize_subject(message.get("subject") or ""),
-            root_message_id_header=message.get("message_id_header"),
-            last_message_at=now,
-            created_at=now,
-            updated_at=now,
-        )
-        return thread.id
+                touch = (
+                    f"UPDATE {m.EmailThread._meta.db_table} SET last_message_at = %s,"
+                    " updated_at = %s WHERE id = %s",
+                    [now, now, parent],
+                )
+                return parent, [touch]
+        thread = {
+            "id": _new_id(),
+            "inbox_id": message["inbox_id"],
+            "subject_normalized": normalize_subject(message.get("subject") or ""),
+            "root_message_id_header": message.get("message_id_header"),
+            "last_message_at": now,
+            "created_at": now,
+            "updated_at": now,
+        }
+        return thread["id"], [self._insert(m.EmailThread, [thread])]
+
+    def _insert(self, model: Any, rows: list[dict[str, Any]]) -> tuple[str, list[Any]]:
+        """One multi-row INSERT of ``rows`` (model defaults filled in, values prepared by each
+        field as ``save`` would), as SQL and parameters."""
+        connection = connections[self.context.using]
+        fields = model._meta.concrete_fields
+        params: list[Any] = []
+        for row in rows:
+            obj = model(**row)
+            params += [f.get_db_prep_save(getattr(obj, f.attname), connection) for f in fields]
+        columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        table = connection.ops.quote_name(model._meta.db_table)
+        return f"INSERT INTO {table} ({columns}) VALUES {', '.join([one] * len(rows))}", params
+
+    def _execute(self, writes: list[tuple[str, list[Any]]]) -> None:
+        """``writes`` as one multi-statement query (client-side binding, as the kernel sends
+        its call records): one round trip; a failing statement stops the ones after it and
+        fails the call, which rolls the whole transaction back."""
+        if not writes:
+            return
+        with connections[self.context.using].cursor() as cursor:
+            cursor.execute(
+                ";\n".join(sql for sql, _ in writes), [p for _, ps in writes for p in ps]
+            )
 
     # --- outbound -------------------------------------------------------------------------
 
