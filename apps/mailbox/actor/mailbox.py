@@ -340,12 +340,13 @@ class Mailbox(Actor):
                 created_at=now,
                 updated_at=now,
             )
-            self._mark_due(now + STALE_DELIVERY)
+            due = self._due_statement(now + STALE_DELIVERY)
             if charge is None:
-                ev.save(force_insert=True)
+                self._execute([due, self._insert(m.EmailDeliveryEvent, [ev])])
                 message_id = ev.detail_json["messageId"]
                 return {"outcome": "claimed", "messageId": message_id, "charged": False}
-            return {"outcome": "storing", **self._begin_storing(ev, insert=True)}
+            # The due-owner hint and the ledger row: one round trip.
+            return {"outcome": "storing", **self._begin_storing(ev, with_insert=[due])}
         if ev.state == "orphan-cleaned":
             ev.state = "pending"
         elif self._graph_committed(ev):
@@ -398,16 +399,19 @@ class Mailbox(Actor):
         return True
 
     def _mark_due(self, at: datetime) -> None:
+        self._execute([self._due_statement(at)])
+
+    def _due_statement(self, at: datetime) -> tuple[str, list[Any]]:
         """The public due-owner hint the ``reconcile_inbound_deliveries`` lane pages by: one
         statement, and no write when an earlier due time is already there."""
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"INSERT INTO {DUE_OWNERS} AS d (user_id, due_at, reason, attempt_count,"
-                " created_at, updated_at) VALUES (%s, %s, 'inbound_delivery', 0, %s, %s)"
-                " ON CONFLICT (user_id) DO UPDATE SET due_at = EXCLUDED.due_at,"
-                " updated_at = EXCLUDED.updated_at WHERE d.due_at > EXCLUDED.due_at",
-                [self.user_id, at, timezone.now(), timezone.now()],
-            )
+        now = timezone.now()
+        return (
+            f"INSERT INTO {DUE_OWNERS} AS d (user_id, due_at, reason, attempt_count,"
+            " created_at, updated_at) VALUES (%s, %s, 'inbound_delivery', 0, %s, %s)"
+            " ON CONFLICT (user_id) DO UPDATE SET due_at = EXCLUDED.due_at,"
+            " updated_at = EXCLUDED.updated_at WHERE d.due_at > EXCLUDED.due_at",
+            [self.user_id, at, now, now],
+        )
 
     @owned
     def begin_storing(self, delivery_id: str) -> dict[str, Any]:
@@ -417,7 +421,11 @@ class Mailbox(Actor):
             raise errors.DeliveryNotClaimed(details={"state": ev.state if ev else None})
         return self._begin_storing(ev)
 
-    def _begin_storing(self, ev: m.EmailDeliveryEvent, *, insert: bool = False) -> dict[str, Any]:
+    def _begin_storing(
+        self, ev: m.EmailDeliveryEvent, *, with_insert: list[tuple[str, list[Any]]] | None = None
+    ) -> dict[str, Any]:
+        """``with_insert``: the row is new; insert it after these statements, in one round
+        trip (otherwise it is saved)."""
         now = timezone.now()
         ev.usage_started_at = ev.usage_started_at or now
         ev.usage_effect_recorded_at = ev.usage_effect_recorded_at or now
@@ -426,7 +434,10 @@ class Mailbox(Actor):
         ev.storage_lease_at = now
         ev.reconcile_after = now + STALE_DELIVERY
         ev.updated_at = now
-        ev.save(force_insert=insert)
+        if with_insert is not None:
+            self._execute([*with_insert, self._insert(m.EmailDeliveryEvent, [ev])])
+        else:
+            ev.save()
         return {"lease": ev.storage_lease, "messageId": ev.detail_json["messageId"]}
 
     @owned_ledger
@@ -572,14 +583,14 @@ class Mailbox(Actor):
         }
         return thread["id"], [self._insert(m.EmailThread, [thread])]
 
-    def _insert(self, model: Any, rows: list[dict[str, Any]]) -> tuple[str, list[Any]]:
-        """One multi-row INSERT of ``rows`` (model defaults filled in, values prepared by each
-        field as ``save`` would), as SQL and parameters."""
+    def _insert(self, model: Any, rows: list[Any]) -> tuple[str, list[Any]]:
+        """One multi-row INSERT of ``rows`` (instances, or dicts with model defaults filled
+        in; values prepared by each field as ``save`` would), as SQL and parameters."""
         connection = connections[self.context.using]
         fields = model._meta.concrete_fields
         params: list[Any] = []
         for row in rows:
-            obj = model(**row)
+            obj = row if isinstance(row, model) else model(**row)
             params += [f.get_db_prep_save(getattr(obj, f.attname), connection) for f in fields]
         columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
         one = "(" + ", ".join(["%s"] * len(fields)) + ")"
