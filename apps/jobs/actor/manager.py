@@ -340,7 +340,7 @@ class JobManager(Actor):
             .filter(id__in=ids, user_id=self.user_id)
             .order_by("id")
         }
-        results, caught_up = [], []
+        results, caught_up, moved = [], [], []
         written: list[tuple[dict[str, Any], list[dict[str, Any]] | None]] = []
         for report in reports:
             job = jobs.get(report["job_id"])
@@ -350,9 +350,16 @@ class JobManager(Actor):
                 )
             )
             advanced = results[-1].pop("advanced")
+            if job is not None and results[-1]["applied"]:
+                moved.append(job)
             claim = self._catch_up(job, timezone.now()) if advanced and job else None
             if claim is not None:
                 caught_up.append(claim)
+        if moved:  # one UPDATE for the batch's rows, catch-up claims included
+            now = timezone.now()
+            for job in moved:
+                job.updated_at = now
+            Job.objects.bulk_update(moved, REPORT_FIELDS)
         records.record_runs(written)
         if caught_up:
             self._dispatch(caught_up)
@@ -383,9 +390,8 @@ class JobManager(Actor):
             job.next_run_at = now + retry_delay(job.retry_count)
             job.last_run_at, job.last_run_status = now, "error"
             self._release(job)
-            job.save(update_fields=REPORT_FIELDS)
             return {"runId": run_id, "applied": True, "advanced": False}
-        self._advance(job, now, status="error" if failed else "success")
+        self._advance(job, now, status="error" if failed else "success", save=False)
         return {"runId": run_id, "applied": True, "advanced": True}
 
     def _catch_up(self, job: Job, now: datetime) -> Claim | None:
@@ -440,8 +446,9 @@ class JobManager(Actor):
             items.append(({**call, "job_id": job_id, "parent_run_id": run_id}, None))
         return items
 
-    def _advance(self, job: Job, now: datetime, *, status: str) -> None:
-        """Finish this occurrence and move to the next one that is after now."""
+    def _advance(self, job: Job, now: datetime, *, status: str, save: bool = True) -> None:
+        """Finish this occurrence and move to the next one that is after now (``save=False``:
+        the caller writes the row, as ``finish_many`` writes all of its rows at once)."""
         scheduled = job.claimed_scheduled_for or job.next_run_at
         upcoming = schedules.next_run_at(job.schedule_json, job.timezone, scheduled)
         if upcoming is not None and upcoming < now - CATCH_UP:
@@ -455,7 +462,8 @@ class JobManager(Actor):
         else:
             job.next_run_at = upcoming
         self._release(job)
-        job.save(update_fields=REPORT_FIELDS)
+        if save:
+            job.save(update_fields=REPORT_FIELDS)
 
     @staticmethod
     def _release(job: Job) -> None:

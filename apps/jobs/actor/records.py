@@ -127,9 +127,8 @@ def record_runs(items: list[tuple[dict[str, Any], list[dict[str, Any]] | None]])
     if log_lines:
         m.RunLogLine.objects.bulk_create(log_lines)
     finished_runs = 0
+    _observe_jobs([r for r in rows if r.job_id and r.surface == "job" and r.status != "running"])
     for row in rows:
-        if row.job_id and row.surface == "job" and row.status != "running":
-            _observe_job(row)
         if row.package_id and row.status == "success":
             _observe_package(row)
         finished_runs += row.status != "running"
@@ -156,21 +155,38 @@ def _clip(field: str, value: Any) -> Any:
     return value
 
 
-def _observe_job(run: m.Run) -> None:
-    ok = run.status == "success"
-    error = None if ok else run.error_message
+def _observe_jobs(runs: list[m.Run]) -> None:
+    """Each job's observability row: its last run, and its counts, in one upsert."""
+    by_job: dict[str, list[Any]] = {}
+    for run in runs:  # in report order: a job's last run here is its latest
+        ok = run.status == "success"
+        seen = by_job.get(str(run.job_id))
+        runs_before, ok_before, errors_before = seen[5:8] if seen else (0, 0, 0)
+        by_job[str(run.job_id)] = [
+            run.job_id,
+            run.started_at,
+            run.status,
+            None if ok else run.error_message,
+            run.duration_ms,
+            runs_before + 1,
+            ok_before + int(ok),
+            errors_before + int(not ok),
+        ]
+    if not by_job:
+        return
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(by_job))
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO job_run_observability (job_id, last_run_at, last_run_status,"
             " last_run_error, last_duration_ms, run_count, success_count, error_count)"
-            " VALUES (%s, %s, %s, %s, %s, 1, %s, %s) ON CONFLICT (job_id) DO UPDATE SET"
+            f" VALUES {values} ON CONFLICT (job_id) DO UPDATE SET"
             " last_run_at = EXCLUDED.last_run_at, last_run_status = EXCLUDED.last_run_status,"
             " last_run_error = EXCLUDED.last_run_error,"
             " last_duration_ms = EXCLUDED.last_duration_ms,"
-            " run_count = job_run_observability.run_count + 1,"
+            " run_count = job_run_observability.run_count + EXCLUDED.run_count,"
             " success_count = job_run_observability.success_count + EXCLUDED.success_count,"
             " error_count = job_run_observability.error_count + EXCLUDED.error_count",
-            [run.job_id, run.started_at, run.status, error, run.duration_ms, int(ok), int(not ok)],
+            [value for row in by_job.values() for value in row],
         )
 
 
