@@ -99,10 +99,21 @@ def main() -> None:
                 spies.append(
                     subprocess.Popen(
                         [
-                            "py-spy", "record", "--idle", "--nonblocking", "-r", "100", "--threads",
-                            "--format", "raw",
-                            "-d", str(int(options.seconds)), "-o",
-                            f"{options.py_spy}/worker.txt", "-p", str(pid),
+                            "py-spy",
+                            "record",
+                            "--idle",
+                            "--nonblocking",
+                            "-r",
+                            "100",
+                            "--threads",
+                            "--format",
+                            "raw",
+                            "-d",
+                            str(int(options.seconds)),
+                            "-o",
+                            f"{options.py_spy}/worker.txt",
+                            "-p",
+                            str(pid),
                         ],
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
@@ -162,8 +173,10 @@ def main() -> None:
     samples = sum(waits.values()) or 1
     for key, count in sorted(waits.items(), key=lambda item: -item[1])[:15]:
         print(f"    {count / samples:6.1%}  {key}")
-    print(f"  {'total':14} {total:6.2f} s CPU  {total / calls * 1000:6.3f} ms/call"
-          f"  {total / elapsed:5.2f} CPUs of {os.cpu_count()}")
+    print(
+        f"  {'total':14} {total:6.2f} s CPU  {total / calls * 1000:6.3f} ms/call"
+        f"  {total / elapsed:5.2f} CPUs of {os.cpu_count()}"
+    )
 
 
 if __name__ == "__main__":

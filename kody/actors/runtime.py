@@ -417,8 +417,7 @@ def _batch_prelude(
             " WHERE id = 1 FOR UPDATE NOWAIT) AS o"
         )
         reads.append(
-            f"SELECT {index}, id::text, outcome::text FROM {schema}.actor_calls"
-            " WHERE id = ANY(%s)"
+            f"SELECT {index}, id::text, outcome::text FROM {schema}.actor_calls WHERE id = ANY(%s)"
         )
         params.append([call.id for call in group.calls])
     reads.append(
