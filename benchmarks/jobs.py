@@ -179,6 +179,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=300, help="hard cap, seconds")
     parser.add_argument("--target", choices=sorted(TARGETS), default="accountUsage")
+    parser.add_argument(
+        "--shard-processes",
+        type=int,
+        default=None,
+        help="shard-worker processes (default KODY_ACTOR_WORKER_PROCESSES)",
+    )
     args = parser.parse_args()
     global TARGET
     TARGET = TARGETS[args.target]
@@ -193,10 +199,11 @@ def main() -> None:
 
     print(
         f"load average {os.getloadavg()[0]:.1f}; {users} users x {per_user} jobs;"
-        f" target {TARGET['capability']}; default worker concurrency {args.concurrency}"
+        f" target {TARGET['capability']}; default worker concurrency {args.concurrency};"
+        f" shard-worker processes {args.shard_processes or 'default'}"
     )
     try:
-        with shard_worker():
+        with shard_worker(processes=args.shard_processes):
             purge_default_queue()
             people = seed(users, per_user)
             time.sleep(1.5)  # the last user's jobs are due too
