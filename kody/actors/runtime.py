@@ -66,7 +66,7 @@ from kody.userschema.schemas import REGISTRY, ensure_schema, known
 from kody.userschema.scope import (
     Statement,
     deferred_search_path,
-    pipelined,
+    in_one_query,
     user_schema_scope,
 )
 
@@ -323,7 +323,9 @@ def _finish(writes: list[Statement], using: str) -> None:
     usual. Inside a caller's transaction (an inline call) nothing is committed here."""
     connection = connections[using]
     guard = fence.guard()
-    statements = [*writes, guard] if guard is not None else list(writes)
+    statements = _merged(writes)
+    if guard is not None:
+        statements.append(guard)
     if len(connection.atomic_blocks) == 1 and not connection.needs_rollback:
         statements.append(("COMMIT", ()))
     if not statements:
@@ -338,6 +340,16 @@ def _finish(writes: list[Statement], using: str) -> None:
         if fenced is not None:
             raise fenced from exc
         raise
+
+
+def _merged(writes: list[Statement]) -> list[Statement]:
+    """Several users' record writes as ONE statement (data-modifying CTEs, each run to
+    completion whether or not anything reads it): the server parses, plans and starts one
+    statement per batch instead of one per user."""
+    if len(writes) < 2:
+        return list(writes)
+    ctes = ", ".join(f"w{index} AS ({sql})" for index, (sql, _) in enumerate(writes))
+    return [(f"WITH {ctes} SELECT 1", [param for _, each in writes for param in each])]
 
 
 def _in_transaction(
@@ -394,7 +406,7 @@ def _run_calls(
 def _batch_prelude(
     groups: Sequence[_Group], using: str
 ) -> list[tuple[str | None, dict[str, Outcome], bool]]:
-    """The first round trip of a batch of several users, in one pipeline: the transaction's
+    """The first round trip of a batch of several users, as one query: its ``BEGIN``, the
     timeouts; ONE statement locking every user's owner row, in the batch's order (ascending
     user id; an append plan runs its branches in order); ONE statement reading every user's
     call records for the batch and the registry's tombstones. Per user: the owner id (None
@@ -432,7 +444,7 @@ def _batch_prelude(
             f"{int(settings.KODY_ACTOR_STATEMENT_TIMEOUT_MS)}ms",
         ],
     )
-    _, owners, records = pipelined(
+    _, owners, records = in_one_query(
         connections[using],
         [timeouts, ("\nUNION ALL ".join(locks), ()), ("\nUNION ALL ".join(reads), params)],
     )

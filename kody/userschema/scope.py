@@ -32,6 +32,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.transaction import TransactionManagementError
 from psycopg import ClientCursor, ServerCursor
+from psycopg.pq import TransactionStatus
 
 from kody.userschema.naming import checked
 
@@ -55,6 +56,45 @@ def pipelined(
                 cursor.execute(sql, params or None)
         results = [cursor.fetchall() if cursor.description else [] for cursor in cursors]
     return results[1:] if first is not None else results
+
+
+def in_one_query(
+    connection: BaseDatabaseWrapper, statements: Sequence[Statement]
+) -> list[list[tuple]]:
+    """Run ``statements`` as ONE multi-statement query (simple protocol, parameters bound
+    client-side); each one's rows. One send and one wait, where pipeline mode sends and
+    polls per statement; and when the transaction has not begun yet its ``BEGIN`` goes out
+    in the same query instead of psycopg's own round trip before it.
+
+    Each statement still takes its own snapshot (READ COMMITTED), so a read placed after a
+    lock sees what committed before the lock was granted. Statements without parameters are
+    sent as written; those with parameters are bound first (``mogrify``)."""
+    connection.ensure_connection()
+    raw = connection.connection
+    deferred: DeferredSearchPath | None = getattr(connection, "kody_deferred_path", None)
+    first = deferred.take() if deferred is not None else None
+    texts = [first] if first is not None else []
+    begin = not raw.autocommit and raw.info.transaction_status == TransactionStatus.IDLE
+    with connection.wrap_database_errors, raw.cursor() as cursor:
+        for sql, params in statements:
+            texts.append(cursor.mogrify(sql, params) if params else sql)
+        if begin:
+            texts.insert(0, raw._get_tx_start_command().decode())
+            # psycopg would send BEGIN in a round trip of its own; it is the query's first
+            # statement instead (the flag is psycopg's alone, nothing changes on the server).
+            raw._autocommit = True
+        try:
+            cursor.execute(";\n".join(texts))
+        finally:
+            if begin:
+                raw._autocommit = False
+        for _ in range(len(texts) - len(statements)):
+            cursor.nextset()  # BEGIN's and the deferred search path's results
+        results = []
+        for _ in statements:
+            results.append(cursor.fetchall() if cursor.description else [])
+            cursor.nextset()
+    return results
 
 
 def _path_sql(schema: str) -> str:
@@ -142,7 +182,7 @@ def user_schema_scope(
         ]
         params += [f"{int(timeouts[0])}ms", f"{int(timeouts[1])}ms"]
     statements.append((f"SELECT {', '.join(configs)}", params))
-    results = pipelined(connection, [*statements, *then])
+    results = in_one_query(connection, [*statements, *then])
     yield results[len(statements) :]
     if nested and not connection.needs_rollback:
         with connection.cursor() as cursor:
