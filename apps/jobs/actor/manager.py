@@ -31,6 +31,7 @@ from typing import Any, TypedDict
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 from django.db.models import Min, Q
 from django.utils import timezone
 
@@ -252,7 +253,7 @@ class JobManager(Actor):
             job.claim_token = new_id()
             job.running_since = now
             job.lease_expires_at = now + LEASE
-        Job.objects.bulk_update(charged, CLAIM_FIELDS)
+        _write_rows(charged, CLAIM_FIELDS)
         return [{"job_id": job.id, "claim_token": str(job.claim_token)} for job in charged]
 
     def _ready(self, job: Job, now: datetime) -> bool:
@@ -359,7 +360,7 @@ class JobManager(Actor):
             now = timezone.now()
             for job in moved:
                 job.updated_at = now
-            Job.objects.bulk_update(moved, REPORT_FIELDS)
+            _write_rows(moved, REPORT_FIELDS)
         records.record_runs(written)
         if caught_up:
             self._dispatch(caught_up)
@@ -505,6 +506,33 @@ class JobManager(Actor):
     def purge(self) -> dict[str, Any]:
         self.clear_alarm()
         return {"deleted": {}, "alarm": "cleared"}
+
+
+def _write_rows(jobs: list[Job], fields: list[str]) -> None:
+    """``bulk_update`` in one plain ``UPDATE … FROM (VALUES …)``: Django's CASE-per-field form
+    cost more CPU in the shard worker than every other statement of a batch together."""
+    if not jobs:
+        return
+    columns = [Job._meta.get_field(name) for name in fields]
+    casts = ", ".join(f"%s::{field.db_type(connection)}" for field in columns)
+    names = ", ".join(connection.ops.quote_name(field.column) for field in columns)
+    sets = ", ".join(
+        f"{name} = v.{name}" for name in (connection.ops.quote_name(f.column) for f in columns)
+    )
+    rows = ", ".join([f"(%s, {casts})"] * len(jobs))
+    params: list[Any] = []
+    for job in jobs:
+        params.append(job.id)
+        params += [
+            field.get_db_prep_value(getattr(job, field.attname), connection) for field in columns
+        ]
+    table = connection.ops.quote_name(Job._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS j SET {sets} FROM (VALUES {rows}) AS v(id, {names})"
+            " WHERE j.id = v.id",
+            params,
+        )
 
 
 def _scheduler_killed() -> bool:
