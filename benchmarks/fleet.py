@@ -132,8 +132,9 @@ def upgrade_per_schema(users: list[str], count: int, rng: random.Random) -> floa
     return (time.perf_counter() - start) / len(sample)
 
 
-def restore_times(users: list[str], count: int, rows: int) -> list[float]:
-    """Hibernate ``count`` users holding ``rows`` meter rows each, then time each restore."""
+def restore_times(users: list[str], count: int, rows: int) -> tuple[list[float], list[float]]:
+    """Hibernate ``count`` users holding ``rows`` meter rows each, then time each restore:
+    once with no spare schema, once with one spare each (``kody.userschema.spares``)."""
     from datetime import date, timedelta
 
     from django.db import connection
@@ -149,14 +150,22 @@ def restore_times(users: list[str], count: int, rows: int) -> list[float]:
                 " SELECT 'bench_' || n, DATE '2000-01-02' + n, n FROM generate_series(1, %s) n",
                 [rows],
             )
-    for user in chosen:
-        hibernate_schema(user, date.today() + timedelta(days=1))
-    samples = []
-    for user in chosen:
-        start = time.perf_counter()
-        restore_schema(user)
-        samples.append(time.perf_counter() - start)
-    return samples
+    from kody.userschema import spares
+
+    rounds = []
+    for pool in (0, len(chosen)):  # from the DDL, then each from a spare built ahead
+        for user in chosen:
+            hibernate_schema(user, date.today() + timedelta(days=1))
+        spares.drop_all()
+        spares.top_up(pool)
+        samples = []
+        for user in chosen:
+            start = time.perf_counter()
+            restore_schema(user)
+            samples.append(time.perf_counter() - start)
+        rounds.append(samples)
+    spares.drop_all()
+    return rounds[0], rounds[1]
 
 
 def run_column(label: str, steps: list[int], options: argparse.Namespace) -> list[dict]:
@@ -216,13 +225,17 @@ def run_column(label: str, steps: list[int], options: argparse.Namespace) -> lis
             flush=True,
         )
     if lazy and options.restores:
-        restores = restore_times(users, options.restores, 1000)
-        print(
-            f"restore of a hibernated user with 1,000 meter rows ({len(restores)} users): "
-            f"p50 {pct(restores, 0.5) * 1000:.1f} ms, p99 {pct(restores, 0.99) * 1000:.1f} ms"
-            " (target p99 <= 100 ms)",
-            flush=True,
-        )
+        for how, restores in zip(
+            ("from the DDL", "from a spare"),
+            restore_times(users, options.restores, 1000),
+            strict=True,
+        ):
+            print(
+                f"restore of a hibernated user with 1,000 meter rows ({len(restores)} users, "
+                f"{how}): p50 {pct(restores, 0.5) * 1000:.1f} ms, "
+                f"p99 {pct(restores, 0.99) * 1000:.1f} ms (target p99 <= 100 ms)",
+                flush=True,
+            )
     drop_user_schemas()
     return found
 
@@ -340,15 +353,23 @@ def measure_kept(size: int, options: argparse.Namespace) -> dict:
     warm = timed_calls(active, options.calls, rng, cold=False)
     cold = timed_calls(active, max(20, options.calls // 5), rng, cold=True)
     upgrade = upgrade_per_schema(active, options.upgrades, rng)
-    samples = []
     from datetime import date, timedelta
 
-    for user in restores:
-        start = time.perf_counter()
-        restore_schema(user)
-        samples.append(time.perf_counter() - start)
-    for user in restores:  # back to sleep for the next run (not timed)
-        hibernate_schema(user, date.today() + timedelta(days=1))
+    from kody.userschema import spares
+
+    timed: dict[str, list[float]] = {}
+    for label, pool in (("ddl", 0), ("spare", len(restores))):
+        spares.drop_all()
+        spares.top_up(pool)  # untimed: the lane builds them ahead
+        samples = timed[label] = []
+        for user in restores:
+            start = time.perf_counter()
+            restore_schema(user)
+            samples.append(time.perf_counter() - start)
+        for user in restores:  # back to sleep for the next round and run (not timed)
+            hibernate_schema(user, date.today() + timedelta(days=1))
+    spares.drop_all()
+    nan = float("nan")
     return {
         "column": f"kept {size:,}",
         "users": len(users),
@@ -363,15 +384,17 @@ def measure_kept(size: int, options: argparse.Namespace) -> dict:
         "cold_p50": pct(cold, 0.5) * 1000,
         "cold_p99": pct(cold, 0.99) * 1000,
         "upgrade_ms": upgrade * 1000,
-        "restore_p50": pct(samples, 0.5) * 1000 if samples else float("nan"),
-        "restore_p99": pct(samples, 0.99) * 1000 if samples else float("nan"),
+        "restore_p50": pct(timed["ddl"], 0.5) * 1000 if restores else nan,
+        "restore_p99": pct(timed["ddl"], 0.99) * 1000 if restores else nan,
+        "spare_p50": pct(timed["spare"], 0.5) * 1000 if restores else nan,
+        "spare_p99": pct(timed["spare"], 0.99) * 1000 if restores else nan,
     }
 
 
 KEPT_HEADER = (
     "| fleet | users (awake / active) | pg_class rows | db MB | backend MB (recycles) "
-    "| warm p50 / p99 ms | cold p50 / p99 ms | upgrade ms/schema | restore p50 / p99 ms |\n"
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    "| warm p50 / p99 ms | cold p50 / p99 ms | upgrade ms/schema | restore p50 / p99 ms "
+    "| restore from a spare p50 / p99 ms |\n" + "| --- " * 10 + "|"
 )
 
 
@@ -380,7 +403,8 @@ def kept_line(r: dict) -> str:
         f"| {r['column']} | {r['users']:,} ({r['awake']:,} / {r['active']:,}) | {r['pg_class']:,} "
         f"| {r['db_mb']:.0f} | {r['backend_mb']:.1f} ({r['recycled']}) "
         f"| {r['warm_p50']:.2f} / {r['warm_p99']:.2f} | {r['cold_p50']:.2f} / {r['cold_p99']:.2f} "
-        f"| {r['upgrade_ms']:.2f} | {r['restore_p50']:.1f} / {r['restore_p99']:.1f} |"
+        f"| {r['upgrade_ms']:.2f} | {r['restore_p50']:.1f} / {r['restore_p99']:.1f} "
+        f"| {r['spare_p50']:.1f} / {r['spare_p99']:.1f} |"
     )
 
 
@@ -419,8 +443,8 @@ def run_kept(options: argparse.Namespace) -> None:
             )
     print(
         f"backend memory at {last['users']:,} users: {last['backend_mb']:.1f} MB "
-        "(target <= 256 MB); restore p99 "
-        f"{last['restore_p99']:.1f} ms (target <= 100 ms)"
+        f"(target <= 256 MB); restore p99 {last['restore_p99']:.1f} ms from the DDL, "
+        f"{last['spare_p99']:.1f} ms from a spare (target <= 100 ms)"
     )
 
 

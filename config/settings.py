@@ -211,6 +211,9 @@ KODY_ACTOR_RECYCLE_SCHEMAS = envint("KODY_ACTOR_RECYCLE_SCHEMAS", 1000)
 KODY_ACTOR_RECYCLE_MEMORY_MB = envint("KODY_ACTOR_RECYCLE_MEMORY_MB", 128)
 # Users idle this many days are hibernated (kody.userschema.hibernation; the daily lane).
 KODY_HIBERNATE_IDLE_DAYS = envint("KODY_HIBERNATE_IDLE_DAYS", 30)
+# Pre-built empty schemas a restore renames instead of running the DDL (kody.userschema.spares);
+# topped up by the hibernation lane and command. 0: restores always build from the DDL.
+KODY_SPARE_SCHEMAS = envint("KODY_SPARE_SCHEMAS", 20)
 # Tables only where used (kody.userschema.tablesets); off creates every table with the schema.
 KODY_LAZY_ACTOR_TABLES = envbool("KODY_LAZY_ACTOR_TABLES", True)
 # The kernel asks this callable whether stable ids are live accounts or being deleted

@@ -6,14 +6,17 @@ registry's ``active_on``, stamped at most once a day per process by ``ensure_sch
 *hibernated*: every table of their schema is read with ``COPY … TO STDOUT``, packed as
 zlib-compressed JSON into ``kody_schema_archives``, the schema is dropped and the registry row
 is marked ``hibernated_at`` — all in ONE transaction. Restoring is the reverse, also in one
-transaction, in four round trips plus one COPY per non-empty table: the registry and archive
-rows together; the schema and its bare tables (the current DDL, its table sets only, compiled
-once per process); ``COPY … FROM STDIN`` of each table; then the indexes and constraints
-(built after the load), identity sequences, the archive row's deletion and the cleared mark in
-one pipeline; then the data steps between the archived version and the current one (the fleet
-upgrade, on restore). Nothing asks the catalog which tables or sequences exist: at fleet scale
-(a million pg_class rows) a scan by namespace would dominate the restore. So after any crash exactly one of schema and archive is authoritative: a transaction
-that did not commit left the other one untouched.
+transaction, in three round trips plus one COPY per non-empty table: the registry and archive
+rows together; ``search_path`` and a spare schema renamed to the user's
+(``kody.userschema.spares``), else the schema and its bare tables from the current DDL (its
+table sets only, compiled once per process); ``COPY … FROM STDIN`` of each table; then the
+indexes and constraints (built after the load), identity sequences, the archive row's
+deletion and the cleared mark in one pipeline; then the data steps between the archived
+version and the current one (the fleet upgrade, on restore). Nothing asks the catalog which
+tables or sequences exist: at fleet scale (a million pg_class rows) a scan by namespace would
+dominate the restore. So after any crash exactly one of schema and archive is authoritative:
+a transaction that did not commit left the other one untouched (and a spare it took is a
+spare again).
 
 Locks. Hibernation takes ``actor_owner`` in ACCESS EXCLUSIVE mode first: it waits for a running
 call to finish, and every call that arrives meanwhile queues behind it (calls lock the owner
@@ -42,7 +45,7 @@ from django.db.backends.utils import CursorWrapper
 from django.db.models.fields import AutoFieldMixin
 from django.utils import timezone
 
-from kody.userschema import tablesets
+from kody.userschema import spares, tablesets
 from kody.userschema.actor_models import actor_models, schema_version
 from kody.userschema.ddl import compile_schema
 from kody.userschema.models import SchemaArchive, UserSchema
@@ -194,8 +197,18 @@ def restore_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
         document = json.loads(zlib.decompress(bytes(data)))
         target = schema_version()
         plan = _restore_plan(target, _frozen(document["table_sets"]))
-        with user_schema_scope(schema, using):
-            pipelined(connection, [(f"CREATE SCHEMA {quoted(schema)}", ()), *plan.tables])
+        # search_path and a spare schema renamed to this user's (kody.userschema.spares):
+        # one round trip; then the tables the spare lacks, or all of them without a spare.
+        take = [(spares.take_statement(schema), ()), (_EXISTS, [schema])]
+        with user_schema_scope(schema, using, then=take) as results:
+            spare = bool(results[1][0][0])
+            if spare:
+                extras = plan.spare_extras
+                if plan.spare_tables:
+                    pipelined(connection, list(plan.spare_tables))
+            else:
+                extras = plan.extras
+                pipelined(connection, [(f"CREATE SCHEMA {quoted(schema)}", ()), *plan.tables])
             loaded = []
             for table, content in sorted(document["tables"].items()):
                 if content["copy"]:
@@ -206,7 +219,7 @@ def restore_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
             pipelined(
                 connection,
                 [
-                    *plan.extras,
+                    *extras,
                     *_sequence_statements(schema, loaded),
                     (f"DELETE FROM {ARCHIVES} WHERE user_id = %s", [user_id]),
                     (
@@ -239,11 +252,17 @@ def _awake_or_broken(cursor: CursorWrapper, user_id: str) -> str:
     return row[0]
 
 
+_EXISTS = "SELECT to_regnamespace(%s) IS NOT NULL"
+
+
 @dataclass(frozen=True)
 class RestorePlan:
     tables: tuple[tuple[str, tuple], ...]  # CREATE TABLE, bare (primary keys inline)
     extras: tuple[tuple[str, tuple], ...]  # indexes and foreign keys, after the load
     identity: dict[str, tuple[str, ...]]  # table -> its identity columns
+    # The same for the tables a spare schema lacks (the sets beyond the eager tables).
+    spare_tables: tuple[tuple[str, tuple], ...] = ()
+    spare_extras: tuple[tuple[str, tuple], ...] = ()
 
 
 @functools.cache
@@ -259,10 +278,14 @@ def _restore_plan(version: int, table_sets: frozenset[str] | None) -> RestorePla
             )
             if columns:
                 identity[model._meta.db_table] = columns
+    in_spare = tablesets.tables_of([])  # what kody.userschema.spares builds
+    beyond = [t for t in ddl.tables if t.table not in in_spare]
     return RestorePlan(
         tables=tuple((t.create_table, ()) for t in ddl.tables),
         extras=tuple((sql, ()) for t in ddl.tables for sql in t.create_extras),
         identity=identity,
+        spare_tables=tuple((t.create_table, ()) for t in beyond),
+        spare_extras=tuple((sql, ()) for t in beyond for sql in t.create_extras),
     )
 
 

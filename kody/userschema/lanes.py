@@ -8,6 +8,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from kody.lanes import Cadence, LaneRun, lane
+from kody.userschema import spares
 from kody.userschema.hibernation import hibernate_schema, idle_users
 
 
@@ -21,6 +22,7 @@ def schema_hibernation(run: LaneRun) -> None:
         run.record(packed)
         if len(users) < run.batch_size:
             run.save_cursor("")  # the pass is complete; the next day starts over
+            spares.top_up()  # restores of the coming day rename these instead of running DDL
             break
         after = users[-1]
         run.save_cursor(after)

@@ -302,3 +302,67 @@ def test_a_v5_archive_restores_without_the_unread_indexes(owner_id, inline_actor
         )
         names = {row[0] for row in cursor.fetchall()}
     assert "daily_counters_day_ix" in names and not names & set(UNREAD_INDEXES)
+
+
+@pytest.fixture
+def spare_pool(settings):
+    from kody.userschema import spares
+
+    settings.KODY_SPARE_SCHEMAS = 1
+    spares.drop_all()
+    yield spares
+    spares.drop_all()
+
+
+def test_a_restore_renames_a_spare_schema(owner_id, inline_actors, spare_pool):
+    _consume(owner_id)
+    StorageRunner.call(owner_id, "set_value", "job:one", "k", {"v": 1})  # beyond the spare
+    before = StorageRunner.call(owner_id, "get_value", "job:one", "k")
+    assert before["found"]
+    _hibernate(owner_id)  # the command tops the pool up
+    assert spare_pool.count() == 1
+    assert _consume(owner_id)["count"] == 2
+    assert spare_pool.count() == 0  # renamed into the user's schema
+    assert not _asleep(owner_id)
+    assert StorageRunner.call(owner_id, "get_value", "job:one", "k") == before
+    assert _consume(owner_id)["count"] == 3
+
+
+def test_a_crash_mid_restore_puts_the_spare_back(owner_id, inline_actors, spare_pool, monkeypatch):
+    _consume(owner_id)
+    _hibernate(owner_id)
+    assert spare_pool.count() == 1
+
+    def crash(user_id: str, table: str) -> None:
+        raise RuntimeError("killed mid-restore")
+
+    monkeypatch.setattr(hibernation, "_after_load", crash)
+    with pytest.raises(RuntimeError):
+        hibernation.restore_schema(owner_id)
+    assert _asleep(owner_id) and spare_pool.count() == 1
+    monkeypatch.undo()
+    known.forget(owner_id)
+    assert _consume(owner_id)["count"] == 2
+    assert spare_pool.count() == 0
+
+
+def test_a_spare_of_another_version_is_never_taken_and_is_dropped(
+    owner_id, inline_actors, spare_pool
+):
+    with connection.cursor() as cursor:
+        cursor.execute('CREATE SCHEMA "kspare_v1000000_0"')
+    spare_pool.top_up(0)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'kspare_v1000000_0'")
+        assert cursor.fetchone() is None
+
+
+def test_without_a_spare_a_restore_builds_from_the_ddl(
+    owner_id, inline_actors, spare_pool, settings
+):
+    settings.KODY_SPARE_SCHEMAS = 0
+    _consume(owner_id)
+    _hibernate(owner_id)
+    assert spare_pool.count() == 0
+    assert _consume(owner_id)["count"] == 2
+    assert not _asleep(owner_id)

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from kody.userschema import spares
 from kody.userschema.hibernation import hibernate_schema, idle_users
 from kody.userschema.naming import schema_name_for
 
@@ -46,6 +47,8 @@ class Command(BaseCommand):
         total = len(candidates)
         if not total:
             self.stdout.write(f"No user schema has been idle since before {idle_before}.")
+            if not options["dry_run"]:
+                spares.top_up()
             return
         verb = "Would hibernate" if options["dry_run"] else "Hibernating"
         self.stdout.write(f"{verb} {total} user schema(s) idle since before {idle_before}.")
@@ -67,3 +70,5 @@ class Command(BaseCommand):
         if not options["dry_run"]:
             elapsed = time.monotonic() - started
             self.stdout.write(f"Hibernated {packed} schema(s) in {elapsed:.1f}s.")
+            built = spares.top_up()
+            self.stdout.write(f"Spare schemas for restores: {spares.count()} ({built} built).")
