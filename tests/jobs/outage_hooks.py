@@ -36,6 +36,10 @@ def _note(log: Path, event: str) -> None:
     domain="tests",
     description="Outage tests only: note a run, and die on the first.",
     input_schema=INPUT,
+    # Mutating, like the targets whose effect must happen once: a run is keyed in the
+    # owner's invocation ledger by its occurrence, so a claim delivered twice replays the
+    # recorded result instead of running the target again (read-only targets are not keyed).
+    mutates=True,
 )
 def outage_probe(ctx: Context, log: str, hold: float = 0.2) -> dict[str, Any]:
     path = Path(log)
