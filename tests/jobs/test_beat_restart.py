@@ -27,10 +27,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from apps.jobs import schedules
-from apps.jobs.actor.manager import JobManager
 from apps.jobs.models import Job
-from kody.fields import new_id
 from tests.accounts.factories import UserFactory
 from tests.clock import SteppedClock
 from tests.jobs.test_outages import (
@@ -39,6 +36,7 @@ from tests.jobs.test_outages import (
     job_runs,
     purge_default_queue,
     restart_redis_empty,
+    schedule_probe,
     start_default_worker,
 )
 from tests.kernel.conftest import clear_actor_queues, user_schemas_cleanup  # noqa: F401
@@ -113,35 +111,6 @@ def system(
         stop(running[name])
 
 
-def schedule_every_minute(owner: Any, log: Path) -> str:
-    now = timezone.now()
-    stored, first = schedules.normalize({"type": "cron", "expression": "* * * * *"}, "UTC", now)
-    job_id = new_id()
-    JobManager.call(
-        owner.stable_user_id,
-        "create",
-        job={
-            "id": job_id,
-            "name": "every minute",
-            "source_id": "",
-            "storage_id": f"job:{job_id}",
-            "params_json": {"target": {"capability": "testOutageProbe", "args": {"log": str(log)}}},
-            "schedule_json": stored,
-            "timezone": "UTC",
-            "caller_context_json": {
-                "userId": owner.stable_user_id,
-                "surface": "rest",
-                "scopes": ["*"],
-                "principal": f"rest:{owner.stable_user_id}",
-            },
-            "next_run_at": first.isoformat(),
-            "expires_at": None,
-            "preserved": False,
-        },
-    )
-    return job_id
-
-
 def wait_for(done: Any, what: str, between: Any = None) -> None:
     deadline = time.monotonic() + WAIT
     while not done():
@@ -157,7 +126,7 @@ def test_every_minute_runs_once_across_a_worker_kill_a_beat_restart_and_a_redis_
 ) -> None:
     owner = UserFactory(plan="max")
     log = tmp_path / "probe.jsonl"  # missing: the first run kills its worker
-    job_id = schedule_every_minute(owner, log)
+    job_id = schedule_probe(owner, log, {"type": "cron", "expression": "* * * * *"}, "every minute")
     first: datetime = Job.objects.get(id=job_id).next_run_at
     minute = [first + timedelta(minutes=n) for n in range(MINUTES)]
 

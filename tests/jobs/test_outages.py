@@ -79,20 +79,22 @@ def workers(settings, user_schemas_cleanup) -> Iterator[dict[str, subprocess.Pop
             proc.wait(timeout=30)
 
 
-def schedule_probe(owner: Any, log: Path) -> str:
-    """A one-off probe job due a second from now, written as ``jobSchedule`` writes it (the
-    probe capability exists only in the default worker, so this process cannot check it)."""
+def schedule_probe(
+    owner: Any, log: Path, schedule: dict[str, Any] | None = None, name: str = "outage probe"
+) -> str:
+    """A probe job written as ``jobSchedule`` writes it (the probe capability exists only in
+    the default worker, so this process cannot check it); by default one-off, due a second
+    from now."""
     now = timezone.now()
-    stored, first = schedules.normalize(
-        {"type": "once", "runAt": (now + timedelta(seconds=1)).isoformat()}, "UTC", now
-    )
+    once = {"type": "once", "runAt": (now + timedelta(seconds=1)).isoformat()}
+    stored, first = schedules.normalize(schedule or once, "UTC", now)
     job_id = new_id()
     JobManager.call(
         owner.stable_user_id,
         "create",
         job={
             "id": job_id,
-            "name": "outage probe",
+            "name": name,
             "source_id": "",
             "storage_id": f"job:{job_id}",
             "params_json": {"target": {"capability": "testOutageProbe", "args": {"log": str(log)}}},
