@@ -67,6 +67,7 @@ from kody.userschema.scope import (
     Statement,
     deferred_search_path,
     in_one_query,
+    set_timeouts,
     user_schema_scope,
 )
 
@@ -367,8 +368,7 @@ def _in_transaction(
         # Read after the owner lock: a mark_deleting that held it is seen here.
         (f"SELECT deleting_at FROM {REGISTRY} WHERE user_id = %s", [group.user_id]),
     ]
-    timeouts = (settings.KODY_ACTOR_LOCK_TIMEOUT_MS, settings.KODY_ACTOR_STATEMENT_TIMEOUT_MS)
-    with user_schema_scope(group.schema, using, then=prelude, timeouts=timeouts) as (
+    with user_schema_scope(group.schema, using, then=prelude, timeouts=_timeouts()) as (
         owner,
         records,
         tombstone,
@@ -379,6 +379,11 @@ def _in_transaction(
         restricted = bool(tombstone and tombstone[0][0] is not None)
         done = {call_id: Outcome.parse(text) for call_id, text in records}
         return _run_calls(group, using, done, savepoints=savepoints, restricted=restricted)
+
+
+def _timeouts() -> tuple[int, int]:
+    """Every actor transaction's ``lock_timeout`` and ``statement_timeout`` (module docstring)."""
+    return settings.KODY_ACTOR_LOCK_TIMEOUT_MS, settings.KODY_ACTOR_STATEMENT_TIMEOUT_MS
 
 
 def _mismatch(group: _Group) -> OwnerMismatch:
@@ -437,16 +442,13 @@ def _batch_prelude(
         " WHERE user_id = ANY(%s) AND deleting_at IS NOT NULL"
     )
     params.append([group.user_id for group in groups])
-    timeouts = (
-        "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
-        [
-            f"{int(settings.KODY_ACTOR_LOCK_TIMEOUT_MS)}ms",
-            f"{int(settings.KODY_ACTOR_STATEMENT_TIMEOUT_MS)}ms",
-        ],
-    )
     _, owners, records = in_one_query(
         connections[using],
-        [timeouts, ("\nUNION ALL ".join(locks), ()), ("\nUNION ALL ".join(reads), params)],
+        [
+            set_timeouts(_timeouts()),
+            ("\nUNION ALL ".join(locks), ()),
+            ("\nUNION ALL ".join(reads), params),
+        ],
     )
     owner_of: dict[int, str] = dict(owners)
     done: list[dict[str, Outcome]] = [{} for _ in groups]

@@ -176,17 +176,28 @@ def user_schema_scope(
     configs = ["set_config('search_path', %s, true)"]
     params = [f"{checked(schema)}, public"]  # u_ + hex: needs no quotes
     if timeouts is not None:
-        configs += [
-            "set_config('lock_timeout', %s, true)",
-            "set_config('statement_timeout', %s, true)",
-        ]
-        params += [f"{int(timeouts[0])}ms", f"{int(timeouts[1])}ms"]
+        more, values = _timeout_configs(timeouts)
+        configs += more
+        params += values
     statements.append((f"SELECT {', '.join(configs)}", params))
     results = in_one_query(connection, [*statements, *then])
     yield results[len(statements) :]
     if nested and not connection.needs_rollback:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT {', '.join(map(_restore, _SETTINGS))}", list(results[0][0]))
+
+
+def set_timeouts(timeouts: tuple[int, int]) -> Statement:
+    """``SET LOCAL`` of ``lock_timeout`` and ``statement_timeout`` (milliseconds), one
+    statement: what ``user_schema_scope(timeouts=...)`` sets, for a transaction that runs
+    several users' schemas (the actor runtime's batch prelude)."""
+    configs, params = _timeout_configs(timeouts)
+    return f"SELECT {', '.join(configs)}", params
+
+
+def _timeout_configs(timeouts: tuple[int, int]) -> tuple[list[str], list[str]]:
+    configs = ["set_config('lock_timeout', %s, true)", "set_config('statement_timeout', %s, true)"]
+    return configs, [f"{int(timeouts[0])}ms", f"{int(timeouts[1])}ms"]
 
 
 # What a scope changes, so a nested one can put the caller's values back.

@@ -8,6 +8,7 @@ plan comes from the Redis plan cache; no shared table is read or written.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
@@ -89,14 +90,9 @@ def consume(
     retried passes one. When the meter does not answer in time (``ActorCallTimeout``) the
     charge may or may not have happened: calling again with the same key charges at most
     once and answers what the first attempt did."""
-    _daily(name)
-    uid, plan, day = user_id_of(user), cached_plan(user_id_of(user)), utc_day(now)
-    limit = limit_for(plan, name)
-    result = meter.consume(uid, name, day, n, limit, key)  # bootstraps a new day in one call
-    resets_at = next_utc_midnight(now)
-    if not result["allowed"]:
-        raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
-    return Charge(name, int(result["count"]), limit, plan, resets_at)
+    uid = user_id_of(user)
+    # meter.consume bootstraps a new day in the same call.
+    return _charge(uid, name, now, lambda day, limit: meter.consume(uid, name, day, n, limit, key))
 
 
 def consume_in_call(
@@ -105,11 +101,23 @@ def consume_in_call(
     """``consume`` for ``context``'s user from inside one of their actor calls: the charge is
     part of that call's transaction (no queue round trip), so it commits exactly when the
     caller's writes do and needs no key. Raises ``LimitReached`` without charging."""
+    return _charge(
+        str(context.user_id),
+        name,
+        now,
+        lambda day, limit: meter.consume_in_call(context, name, day, n, limit),
+    )
+
+
+def _charge(
+    uid: str, name: str, now: datetime | None, charge: Callable[[str, int], Mapping[str, Any]]
+) -> Charge:
+    """The charge both ``consume`` forms make: the user's plan limit for today, ``charge(day,
+    limit)`` on the meter, and ``LimitReached`` when the meter did not allow it."""
     _daily(name)
-    uid = str(context.user_id)
     plan, day = cached_plan(uid), utc_day(now)
     limit = limit_for(plan, name)
-    result = meter.consume_in_call(context, name, day, n, limit)
+    result = charge(day, limit)
     resets_at = next_utc_midnight(now)
     if not result["allowed"]:
         raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
