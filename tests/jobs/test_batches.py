@@ -76,13 +76,20 @@ def test_claims_past_the_daily_limit_are_refused_one_by_one(owner, clock, wake, 
     assert not Job.objects.filter(claim_token__isnull=False).exists()
 
 
-def test_a_batch_late_off_the_queue_renews_its_leases_and_runs(owner, clock, monkeypatch):
+def claimed_undispatched(owner: Any, clock: Any, monkeypatch: Any) -> tuple[str, Any, dict]:
+    """One due job claimed by its alarm, its dispatch left in the outbox (nothing runs it):
+    the job id, when it was claimed, and the claim the batch would carry."""
     monkeypatch.setattr(runner, "send_runs", lambda user_id, claims: None)
     [job_id] = due_jobs(owner, 1)
     claimed_at = Job.objects.get(id=job_id).next_run_at
     clock.move_to(claimed_at)
     runner.wake_due_alarms()
     [claim] = OutboxMessage.objects.get().payload["claims"]
+    return job_id, claimed_at, claim
+
+
+def test_a_batch_late_off_the_queue_renews_its_leases_and_runs(owner, clock, monkeypatch):
+    _, claimed_at, claim = claimed_undispatched(owner, clock, monkeypatch)
     clock.move_to(claimed_at + LEASE - runner.MIN_LEASE_LEFT / 2)  # queued most of its lease
     [answer] = runner.run_batch(owner.stable_user_id, [claim])
     assert answer["applied"] is True
@@ -91,12 +98,7 @@ def test_a_batch_late_off_the_queue_renews_its_leases_and_runs(owner, clock, mon
 
 
 def test_a_renewal_never_reaches_past_the_outbox_claim_lease(owner, clock, monkeypatch):
-    monkeypatch.setattr(runner, "send_runs", lambda user_id, claims: None)
-    [job_id] = due_jobs(owner, 1)
-    claimed_at = Job.objects.get(id=job_id).next_run_at
-    clock.move_to(claimed_at)
-    runner.wake_due_alarms()
-    [claim] = OutboxMessage.objects.get().payload["claims"]
+    job_id, claimed_at, claim = claimed_undispatched(owner, clock, monkeypatch)
     for step in range(1, 20):  # a batch that keeps renewing, as a very slow one would
         clock.move_to(claimed_at + step * (LEASE / 2))
         if not JobManager.call(owner.stable_user_id, "renew", claims=[claim]):
@@ -106,12 +108,7 @@ def test_a_renewal_never_reaches_past_the_outbox_claim_lease(owner, clock, monke
 
 
 def test_a_claim_whose_lease_is_over_is_neither_renewed_nor_run(owner, clock, monkeypatch):
-    monkeypatch.setattr(runner, "send_runs", lambda user_id, claims: None)
-    [job_id] = due_jobs(owner, 1)
-    claimed_at = Job.objects.get(id=job_id).next_run_at
-    clock.move_to(claimed_at)
-    runner.wake_due_alarms()
-    [claim] = OutboxMessage.objects.get().payload["claims"]
+    _, claimed_at, claim = claimed_undispatched(owner, clock, monkeypatch)
     clock.move_to(claimed_at + LEASE + timedelta(seconds=1))
     assert JobManager.call(owner.stable_user_id, "renew", claims=[claim]) == {}
     assert runner.run_batch(owner.stable_user_id, [claim]) == []
@@ -121,11 +118,7 @@ def test_a_claim_whose_lease_is_over_is_neither_renewed_nor_run(owner, clock, mo
 def test_another_users_batch_cannot_renew_or_run_the_owners_claims(
     owner, outsider, clock, monkeypatch
 ):
-    monkeypatch.setattr(runner, "send_runs", lambda user_id, claims: None)
-    [job_id] = due_jobs(owner, 1)
-    clock.move_to(Job.objects.get(id=job_id).next_run_at)
-    runner.wake_due_alarms()
-    [claim] = OutboxMessage.objects.get().payload["claims"]
+    _, _, claim = claimed_undispatched(owner, clock, monkeypatch)
     assert JobManager.call(outsider.stable_user_id, "renew", claims=[claim]) == {}
     assert runner.run_batch(outsider.stable_user_id, [claim]) == []
     assert job_runs(owner) == [] and job_runs(outsider) == []
