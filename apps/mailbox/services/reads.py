@@ -79,8 +79,7 @@ NO_MAIL = {
 
 
 def count(user: User) -> dict[str, int]:
-    if not has_actor_state(user.stable_user_id, Mailbox.name):
-        # Counting must not create the mailbox's tables (they come with the first mail).
+    if _no_mail_yet(user):
         return dict(NO_MAIL)
     return _call(user, "count")
 
