@@ -38,6 +38,10 @@ class Job(models.Model):
     claim_token = models.CharField(max_length=64, null=True, blank=True)
     running_since = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # The delivery of the claim's batch that started it (``JobManager.start``): NULL from the
+    # claim until one does; another delivery of the same batch finds it taken and skips it.
+    # Every claim (fresh token) clears it, so a run whose lease ran out is retried.
+    started_by = models.CharField(max_length=64, null=True, blank=True)
     claimed_scheduled_for = models.DateTimeField(null=True, blank=True)
     retry_scheduled_for = models.DateTimeField(null=True, blank=True)
     retry_count = models.IntegerField(default=0)

@@ -14,7 +14,10 @@ in this same transaction (``consume_in_call``, as the Mailbox charges a delivery
 queue round trip of its own from the run: the charge commits exactly when the claim does, so
 each claim (the first try, a retry, a reclaim after a lease ran out) is charged once with no key
 needed, and a claim the limit refuses is recorded at once as a ``limit_reached`` run and its
-schedule advanced, nothing dispatched. The run reports back with ``finish``, which checks the
+schedule advanced, nothing dispatched. A delivery of the claims' batch first ``start``s them:
+the claims still its token's and not started by another delivery (``started_by``) become its
+own and only those run, so a message delivered twice runs each claim once; every new claim
+clears ``started_by``. The run reports back with ``finish``, which checks the
 token, writes the run record (RunLog's tables, same schema) and the next schedule in one
 transaction. A run whose worker died keeps its claim until the lease expires; the next alarm
 then reclaims it as a retry, unless the run record of that occurrence already exists (it
@@ -60,6 +63,9 @@ if not timedelta(0) < LEASE < CLAIM_LEASE:  # see DISPATCH_TASK: a repeat must f
 CATCH_UP = timedelta(minutes=15)
 MAX_RETRIES = 3
 RETRY_BASE = timedelta(seconds=30)
+# A run starts only with this much of its lease ahead (60 s of the default 120: twice the
+# 30 s an actor call may take); ``start`` renews a lease with less.
+MIN_LEASE_LEFT = LEASE / 2
 BACKLOG_REARM = timedelta(seconds=1)
 KILLED_POLL = timedelta(minutes=1)
 # The outbox task that queues claimed runs (``apps.jobs.tasks.dispatch_runs``). The outbox
@@ -76,6 +82,7 @@ CLAIM_FIELDS = [
     "claim_token",
     "running_since",
     "lease_expires_at",
+    "started_by",
     "claimed_scheduled_for",
     "retry_count",
 ]
@@ -84,6 +91,7 @@ REPORT_FIELDS = [
     "claim_token",
     "running_since",
     "lease_expires_at",
+    "started_by",
     "claimed_scheduled_for",
     "retry_count",
     "retry_scheduled_for",
@@ -253,6 +261,7 @@ class JobManager(Actor):
             job.claim_token = new_id()
             job.running_since = now
             job.lease_expires_at = now + LEASE
+            job.started_by = None  # "started" belongs to a token: this claim is not, yet
         _write_rows(charged, CLAIM_FIELDS)
         return [{"job_id": job.id, "claim_token": str(job.claim_token)} for job in charged]
 
@@ -302,27 +311,40 @@ class JobManager(Actor):
 
     # --- the report from a run --------------------------------------------------------
 
-    def renew(self, claims: list[Claim]) -> dict[str, str]:
-        """Extend the leases of a batch's claims that are still its own and unexpired, to
-        ``LEASE`` from now but never past ``CLAIM_LEASE`` after the claim: a dispatch the
-        outbox repeats arrives only after that, and must still find the lease over. Answers
-        the new expiry of each claim renewed; a claim left out must not run."""
+    def start(self, claims: list[Claim], delivery: str) -> dict[str, str]:
+        """A batch's start, the compare-and-set that lets ONE delivery of it run each claim
+        (a Celery message can be delivered twice: a redelivery after a broker restart, a
+        worker lost with ``acks_late``). For each claim still its token's, unexpired and not
+        started by another delivery: mark it started by ``delivery``, and renew a lease with
+        less than ``MIN_LEASE_LEFT`` ahead to ``LEASE`` from now, but never past
+        ``CLAIM_LEASE`` after the claim (a dispatch the outbox repeats arrives only after that,
+        and must still find the lease over). Answers the lease of each claim this delivery
+        may run; a claim left out must not run. The same delivery may call again (a long
+        batch renewing what it has left); a claim's next claim (a retry after its lease ran
+        out) has a new token and starts afresh."""
         now = timezone.now()
         tokens = {claim["job_id"]: claim["claim_token"] for claim in claims}
-        renewed: dict[str, str] = {}
-        rows = Job.objects.select_for_update().filter(
-            user_id=self.user_id, id__in=list(tokens), lease_expires_at__gt=now
+        started: dict[str, str] = {}
+        changed: list[Job] = []
+        rows = (
+            Job.objects.select_for_update()
+            .filter(user_id=self.user_id, id__in=list(tokens), lease_expires_at__gt=now)
+            .order_by("id")
         )
         for job in rows:
             if job.claim_token != tokens[job.id] or job.running_since is None:
-                continue
-            until = min(now + LEASE, job.running_since + CLAIM_LEASE)
-            if until > job.lease_expires_at:
-                Job.objects.filter(id=job.id).update(lease_expires_at=until)
-                job.lease_expires_at = until
-            renewed[job.id] = job.lease_expires_at.isoformat()
-        self._arm()
-        return renewed
+                continue  # no longer this claim
+            if job.started_by not in (None, delivery):
+                continue  # another delivery of the batch runs it
+            until = job.lease_expires_at
+            if until - now < MIN_LEASE_LEFT:
+                until = max(until, min(now + LEASE, job.running_since + CLAIM_LEASE))
+            if job.started_by != delivery or until != job.lease_expires_at:
+                job.started_by, job.lease_expires_at = delivery, until
+                changed.append(job)
+            started[job.id] = until.isoformat()
+        _write_rows(changed, ["started_by", "lease_expires_at"])
+        return started
 
     def finish(self, job_id: str, claim_token: str, outcome: Outcome) -> dict[str, Any]:
         """One run's report (``finish_many`` with one report)."""
@@ -471,6 +493,7 @@ class JobManager(Actor):
         job.claim_token = None
         job.running_since = None
         job.lease_expires_at = None
+        job.started_by = None
         job.claimed_scheduled_for = None
 
     # --- arming -----------------------------------------------------------------------

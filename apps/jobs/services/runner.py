@@ -1,18 +1,27 @@
 """Running claimed job occurrences (on the default queue, never on a shard worker).
 
-One alarm's claims run as one batch, one Celery task (``jobs.run_batch``): ``run_batch``
-reads the batch's jobs and their owner once, and for each claim checks it is still ours and
-its lease has time left (the claim itself charged ``job_runs_per_day``, in the JobManager's
-transaction), calls the target with the owner's identity and grant, and reports to the
-JobManager with ``finish_many``, which writes each run's records and next schedule in one
-transaction: one report for the batch, or one every ``REPORT_EVERY`` while a long batch is
-still running. Nothing here holds the user's actor lock while a target runs: the target may
-call the user's other actors. The runs of one batch go one after another, so a job is never
-run beside itself (its claim is in one batch only). A run starts only with at least
-``MIN_LEASE_LEFT`` of its lease ahead of it: when the next one has less (the batch waited in
-a backed-up queue, or its earlier runs were slow), the batch asks the JobManager to ``renew``
-the leases of the claims it has left, and runs only those renewed; a claim whose lease is
-already over is never run (someone may have reclaimed it, or will).
+One alarm's claims run as one batch, one Celery task (``jobs.run_batch``). A delivery of the
+batch first *starts* its claims with one JobManager call (``start``, a compare-and-set under
+the user's lock): each claim still its token's, unexpired, and not started by another
+delivery is marked started by this one (a fresh id per delivery), its lease renewed if a
+backed-up queue ate into it, and only those claims run. So a second delivery of the same
+message — Celery redelivers an unacknowledged ``acks_late`` message after a broker restart
+or a lost worker, possibly while the first is still running — runs nothing, whatever the
+target (mutating targets are also keyed in the invocation ledger, see below). A delivery that
+dies leaves its claims started until their leases run out; the alarm then claims them again
+with new tokens, which start afresh.
+
+The batch reads its jobs and their owner once and for each started claim (the claim itself
+charged ``job_runs_per_day``, in the JobManager's transaction) calls the target with the
+owner's identity and grant, and reports to the JobManager with ``finish_many``, which writes
+each run's records and next schedule in one transaction: one report for the batch, or one
+every ``REPORT_EVERY`` while a long batch is still running. Nothing here holds the user's
+actor lock while a target runs: the target may call the user's other actors. The runs of one
+batch go one after another, so a job is never run beside itself. A run starts only with at
+least ``MIN_LEASE_LEFT`` of its lease ahead of it: when the next one has less (its earlier
+runs were slow), the delivery calls ``start`` again for the claims it has left, which renews
+them (they are its own), and runs only those answered; a claim whose lease is already over is
+never run (someone may have reclaimed it, or will).
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from django.utils import timezone
 
 from apps.jobs import targets
 from apps.jobs.actor.manager import (
-    LEASE,
+    MIN_LEASE_LEFT,
     JobManager,
     Outcome,
     Report,
@@ -39,13 +48,11 @@ from apps.jobs.actor.manager import (
 from apps.jobs.models import Job
 from apps.jobs.services import runs
 from kody.errors import KodyError
+from kody.fields import new_id
 
 log = logging.getLogger("apps.jobs")
 
 
-# A run starts only with this much of its lease ahead (60 s of the default 120: twice the
-# 30 s an actor call may take), or after renewing it.
-MIN_LEASE_LEFT = LEASE / 2
 # A long batch reports what it has run at least this often (seconds, monotonic).
 REPORT_EVERY = 5.0
 
@@ -58,30 +65,39 @@ def run_claimed(user_id: str, job_id: str, claim_token: str) -> dict[str, Any] |
 
 def run_batch(user_id: str, claims: list[dict[str, str]]) -> list[dict[str, Any]]:
     """Run one alarm's claims in order and report them; the ``finish`` answers of those that
-    ran (a claim that is no longer ours, or was deleted, runs nothing and reports nothing)."""
+    ran (a claim that is no longer ours, was deleted, or another delivery of this batch
+    started, runs nothing and reports nothing)."""
     from apps.accounts.models import User
 
+    if not claims:
+        return []
+    delivery = new_id()
+    leases = JobManager.call(user_id, "start", claims=claims, delivery=delivery)
     tokens = {claim["job_id"]: claim["claim_token"] for claim in claims}
     jobs = {
         job.id: job
-        for job in Job.objects.filter(user_id=user_id, id__in=list(tokens))
+        for job in Job.objects.filter(user_id=user_id, id__in=list(leases))
         if job.claim_token == tokens[job.id]
     }
     owner = User.objects.filter(stable_user_id=user_id).first() if jobs else None
     if owner is None:
         return []
+    _set_leases(claims, leases, jobs)
     answers: list[dict[str, Any]] = []
     pending: list[Report] = []
     reported_at = time.monotonic()
-    renewed: set[str] = set()
+    renewed = False
     for index, claim in enumerate(claims):
         job = jobs.get(claim["job_id"])
-        if job is None or job.lease_expires_at is None:
-            continue  # someone else holds it now, or it was deleted: not ours to run
-        if job.lease_expires_at - timezone.now() < MIN_LEASE_LEFT and job.id not in renewed:
+        if job is None:
+            continue  # not ours to run: another delivery's, someone else's, or deleted
+        if job.lease_expires_at - timezone.now() < MIN_LEASE_LEFT and not renewed:
+            # The earlier runs were slow: start what is left again (it is this delivery's
+            # own, so the call renews the short leases), once per batch.
             rest = [c for c in claims[index:] if c["job_id"] in jobs]
-            _renew(user_id, rest, jobs)
-            renewed.update(c["job_id"] for c in rest)
+            leases = JobManager.call(user_id, "start", claims=rest, delivery=delivery)
+            _set_leases(rest, leases, jobs)
+            renewed = True
             if job.id not in jobs:
                 continue
         now = timezone.now()
@@ -97,14 +113,13 @@ def run_batch(user_id: str, claims: list[dict[str, str]]) -> list[dict[str, Any]
     return answers
 
 
-def _renew(user_id: str, claims: list[dict[str, str]], jobs: dict[str, Job]) -> None:
-    """Renew the leases of the batch's remaining claims; drop from ``jobs`` those refused."""
-    renewed = JobManager.call(user_id, "renew", claims=claims)
+def _set_leases(claims: list[dict[str, str]], leases: dict[str, str], jobs: dict[str, Job]) -> None:
+    """Apply ``start``'s answer: the leases it gave; a claim it left out is not ours to run."""
     for claim in claims:
-        until = renewed.get(claim["job_id"])
+        until = leases.get(claim["job_id"])
         if until is None:
             jobs.pop(claim["job_id"], None)
-        else:
+        elif claim["job_id"] in jobs:
             jobs[claim["job_id"]].lease_expires_at = datetime.fromisoformat(until)
 
 
