@@ -51,7 +51,7 @@ from kody.userschema.ddl import compile_schema
 from kody.userschema.models import SchemaArchive, UserSchema
 from kody.userschema.naming import quoted
 from kody.userschema.scope import pipelined, user_schema_scope
-from kody.userschema.upgrades import steps_between
+from kody.userschema.upgrades import is_retired, steps_between
 
 log = logging.getLogger("kody.userschema")
 
@@ -211,6 +211,8 @@ def restore_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
                 pipelined(connection, [(f"CREATE SCHEMA {quoted(schema)}", ()), *plan.tables])
             loaded = []
             for table, content in sorted(document["tables"].items()):
+                if is_retired(table, document["version"]):
+                    continue  # dropped by a later version: no model, no table, no reader
                 if content["copy"]:
                     _copy_in(using, schema, table, content["columns"], content["copy"])
                     loaded.append(table)

@@ -41,6 +41,40 @@ def upgrade_step(version: int) -> Callable[[StepFunction], StepFunction]:
     return register
 
 
+# Tables an actor model stopped declaring, by name, with the version that retired them.
+_retired: dict[str, int] = {}
+
+
+def retire_tables(version: int, *tables: str) -> None:
+    """Retire ``tables`` at ``version``: schemas older than that drop them on upgrade, and a
+    restore of an archive older than that skips their rows (nothing reads them any more).
+    Called from an app's ``actor/upgrades.py`` when it deletes an actor model; the names are
+    frozen history, like ``UNREAD_INDEXES`` below."""
+    for table in tables:
+        _retired[table] = version
+    name = f"{__name__}.retire_tables[{version}:{','.join(tables)}]"
+
+    def drop(cursor: Any) -> None:
+        # Qualified by the schema being upgraded (``public`` must never lose a same-named table).
+        cursor.execute(
+            "SELECT string_agg(format('%%I.%%I', current_schema(), t), ', ')"
+            " FROM unnest(%s::text[]) AS t"
+            " WHERE to_regclass(format('%%I.%%I', current_schema(), t)) IS NOT NULL",
+            [list(tables)],
+        )
+        present = cursor.fetchone()[0]
+        if present:
+            cursor.execute(f"DROP TABLE IF EXISTS {present}")
+
+    _steps[name] = UpgradeStep(version=version, name=name, run=drop)
+
+
+def is_retired(table: str, archived_version: int) -> bool:
+    """Whether an archive written at ``archived_version`` holds ``table`` only as history."""
+    retired_at = _retired.get(table)
+    return retired_at is not None and archived_version < retired_at
+
+
 def steps_between(old: int, new: int) -> list[UpgradeStep]:
     chosen = [step for step in _steps.values() if old < step.version <= new]
     return sorted(chosen, key=lambda step: (step.version, step.name))

@@ -18,7 +18,7 @@ from tests.packages.factories import UserStorageBucketFactory
 pytestmark = pytest.mark.django_db
 
 NOON = datetime(2026, 8, 20, 12, 0, tzinfo=UTC)
-ACTOR_TABLES = {"daily_counters", "inbound_delivery_claims", "dynamic_worker_days", "actor_calls"}
+ACTOR_TABLES = {"daily_counters", "inbound_delivery_claims", "actor_calls"}
 
 
 def exhaust(user, resource: str, *, now=NOON) -> int:

@@ -116,7 +116,6 @@ def _seed_old_rows(owner) -> None:
             day=day,
             limit=50,
         )
-        meter(owner, "record_dynamic_worker", worker_id="w1", day=day)
 
 
 @pytest.mark.parametrize(
@@ -126,21 +125,15 @@ def _seed_old_rows(owner) -> None:
         ("read", {"resource": R, "day": DAY}),
         ("read_day", {"day": DAY}),
         ("refund", {"resource": R, "day": DAY}),
-        ("record_dynamic_worker", {"worker_id": "w2", "day": DAY}),
         ("snapshot", {"day": DAY}),
     ],
 )
-def test_every_path_prunes_counters_claims_and_worker_days_older_than_seven_days(
-    owner, method, kwargs
-):
+def test_every_path_prunes_counters_and_claims_older_than_seven_days(owner, method, kwargs):
     _seed_old_rows(owner)
     meter(owner, method, **kwargs)
     cutoff = date.fromisoformat(shifted(-7))
     assert {r[1] for r in rows(owner, "daily_counters")} - {date.fromisoformat(DAY)} == {cutoff}
     assert {r[2] for r in rows(owner, "inbound_delivery_claims")} == {cutoff}
-    assert {r[0] for r in rows(owner, "dynamic_worker_days")} - {date.fromisoformat(DAY)} == {
-        cutoff
-    }
 
 
 def test_paths_without_a_day_prune_relative_to_today(owner):
@@ -216,7 +209,7 @@ def test_reconcile_measures_the_owners_public_rows(owner, outsider):
     assert meter(owner, "read_storage_bytes")["bytes"] == result["bytes"]
 
 
-# --- package services, worker days, inbound connections -----------------------------------------
+# --- package services --------------------------------------------------------------------------
 
 
 def test_package_service_liveness_counts(owner):
@@ -269,24 +262,6 @@ def test_package_service_liveness_counts(owner):
     assert seeded == {"inserted": 1}  # existing rows are not overwritten
 
 
-def test_dynamic_workers_are_first_seen_once_per_day(owner):
-    assert meter(owner, "record_dynamic_worker", worker_id="w", day=DAY)["first_seen"] is True
-    assert meter(owner, "record_dynamic_worker", worker_id="w", day=DAY)["first_seen"] is False
-    assert (
-        meter(owner, "record_dynamic_worker", worker_id="w", day=shifted(1))["first_seen"] is True
-    )
-
-
-def test_inbound_connection_last_used_is_debounced_to_five_minutes(owner):
-    base = timezone.now().replace(microsecond=0)
-    stamp = lambda minutes: (base + timedelta(minutes=minutes)).isoformat()  # noqa: E731
-    assert meter(owner, "touch_inbound_connection", client_id="c1", at=stamp(0))["updated"]
-    assert not meter(owner, "touch_inbound_connection", client_id="c1", at=stamp(4))["updated"]
-    assert meter(owner, "touch_inbound_connection", client_id="c1", at=stamp(6))["updated"]
-    assert meter(owner, "list_inbound_connections") == {"c1": stamp(6)}
-    assert meter(owner, "forget_inbound_connection", client_id="c1") == {"deleted": 1}
-
-
 # --- export, purge, version ---------------------------------------------------------------------
 
 
@@ -295,7 +270,6 @@ def test_export_pages_by_day_and_resource_with_meter_state_on_page_one(owner):
         for resource in ("execute_calls_per_day", "job_runs_per_day"):
             consume(owner, resource=resource, day=shifted(offset))
     meter(owner, "set_storage_bytes", value=42)
-    meter(owner, "touch_inbound_connection", client_id="claude")
     page = meter(owner, "export_counters", limit=4)
     assert [(c["day"], c["resource"]) for c in page["counters"]] == [
         (DAY, "execute_calls_per_day"),
@@ -305,14 +279,13 @@ def test_export_pages_by_day_and_resource_with_meter_state_on_page_one(owner):
     ]
     assert page["storage_bytes_state"]["bytes"] == 42
     assert page["deletion_state"] == {"deleting_at": None, "active_write_leases": 0}
-    assert list(page["inbound_connection_last_used"]) == ["claude"]
     second = meter(owner, "export_counters", cursor=page["next_cursor"], limit=4)
     assert [(c["day"], c["resource"]) for c in second["counters"]] == [
         (shifted(2), "execute_calls_per_day"),
         (shifted(2), "job_runs_per_day"),
     ]
     assert second["next_cursor"] is None
-    assert "storage_bytes_state" not in second and "inbound_connection_last_used" not in second
+    assert "storage_bytes_state" not in second and "deletion_state" not in second
 
 
 def test_export_never_reveals_lease_tokens_or_holders(owner):
@@ -332,7 +305,6 @@ def test_purge_clears_the_meter_but_keeps_a_deletion_tombstone(owner):
     consume(owner)
     inbound(owner, "d")
     meter(owner, "set_storage_bytes", value=9)
-    meter(owner, "touch_inbound_connection", client_id="c")
     schema = schema_name_for(owner.stable_user_id)
     with connection.cursor() as cursor:
         cursor.execute(f'INSERT INTO "{schema}".deletion_state VALUES (1, now())')
@@ -342,7 +314,6 @@ def test_purge_clears_the_meter_but_keeps_a_deletion_tombstone(owner):
         "daily_counters",
         "inbound_delivery_claims",
         "storage_bytes_state",
-        "inbound_mcp_connection_last_used",
     ):
         assert rows(owner, table) == []
     assert meter(owner, "read_deletion_state")["deleting_at"] is not None

@@ -366,3 +366,43 @@ def test_without_a_spare_a_restore_builds_from_the_ddl(
     assert spare_pool.count() == 0
     assert _consume(owner_id)["count"] == 2
     assert not _asleep(owner_id)
+
+
+def test_a_v6_archive_restores_without_the_tables_version_7_retired(owner_id, inline_actors):
+    import json
+    import zlib
+
+    from kody.userschema.upgrades import is_retired
+
+    _consume(owner_id)
+    _hibernate(owner_id)
+    archive = SchemaArchive.objects.get(user_id=owner_id)
+    document = json.loads(zlib.decompress(bytes(archive.data)))
+    # As version 6 packed it: the two UserMeter tables nothing reads any more, with rows.
+    document["version"] = 6
+    document["tables"]["dynamic_worker_days"] = {
+        "columns": ["day", "worker_id", "created_at"],
+        "rows": 1,
+        "copy": f"{today_iso()}\tw1\t{today_iso()} 10:00:00+00\n",
+    }
+    document["tables"]["inbound_mcp_connection_last_used"] = {
+        "columns": ["client_id", "last_used_at"],
+        "rows": 1,
+        "copy": f"claude\t{today_iso()} 10:00:00+00\n",
+    }
+    archive.version = 6
+    archive.data = zlib.compress(json.dumps(document).encode())
+    archive.save()
+    assert is_retired("dynamic_worker_days", 6) and not is_retired("dynamic_worker_days", 7)
+    assert not is_retired("daily_counters", 6)
+
+    assert _consume(owner_id)["count"] == 2  # restored, the old count kept
+    assert UserSchema.objects.get(user_id=owner_id).version == schema_version()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = %s::regnamespace",
+            [schema_name_for(owner_id)],
+        )
+        tables = {row[0] for row in cursor.fetchall()}
+    assert "daily_counters" in tables
+    assert not tables & {"dynamic_worker_days", "inbound_mcp_connection_last_used"}

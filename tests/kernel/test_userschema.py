@@ -371,3 +371,34 @@ def test_the_v6_upgrade_drops_unread_indexes_and_only_in_the_schema(owner_id, ca
     finally:
         with connection.cursor() as cursor:
             cursor.execute('DROP INDEX IF EXISTS public."runs_package_ix"')
+
+
+def test_the_v7_upgrade_drops_the_retired_meter_tables_and_only_in_the_schema(owner_id):
+    from apps.entitlements.actor.upgrades import RETIRED_TABLES
+
+    assert schema_version() >= RETIRED_TABLES
+    schema = create_schema(owner_id, version=6, table_sets=None)
+    known.forget(owner_id)
+    with connection.cursor() as cursor:  # as versions 3-6 built them
+        cursor.execute(
+            f'CREATE TABLE "{schema}".dynamic_worker_days (day date, worker_id varchar(255),'
+            " created_at timestamptz, PRIMARY KEY (day, worker_id))"
+        )
+        cursor.execute(
+            f'CREATE TABLE "{schema}".inbound_mcp_connection_last_used'
+            " (client_id varchar(255) PRIMARY KEY, last_used_at timestamptz)"
+        )
+        cursor.execute("CREATE TABLE public.dynamic_worker_days (day date)")  # not the schema's
+    try:
+        call_command("upgrade_user_schemas")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT relnamespace::regnamespace::text, relname FROM pg_class WHERE relkind = 'r'"
+                " AND relname IN ('dynamic_worker_days', 'inbound_mcp_connection_last_used')"
+            )
+            left = set(cursor.fetchall())
+        assert left == {("public", "dynamic_worker_days")}
+        assert UserSchema.objects.get(user_id=owner_id).version == schema_version()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE IF EXISTS public.dynamic_worker_days")

@@ -12,8 +12,8 @@ register_actor(
         export_pages="export_counters",
         export_section="user_meter",
         import_note="usage counters and leases belong to the old instance's billing days",
-        note="daily counters, inbound claims, storage bytes, service liveness, worker days, "
-        "inbound MCP last-used; purge keeps the deletion tombstone",
+        note="daily counters, inbound claims, storage bytes, service liveness; "
+        "purge keeps the deletion tombstone",
     )
 )
 register_actor(

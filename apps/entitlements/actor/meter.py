@@ -3,7 +3,7 @@
 Design note. Every method runs inside the kernel's per-user transaction, after the owner row
 is locked, so each method sees and changes the meter alone: a check-and-increment is one
 conditional UPDATE and can never overshoot a limit, however many callers race. The hot method
-(``consume``) is a single statement: its WITH clause also deletes counter, claim and worker-day
+(``consume``) is a single statement: its WITH clause also deletes counter and claim
 rows older than the seven-day window, which is how every read/write path prunes without
 paying an extra round trip. A missing (resource, day) row is a cold bootstrap: the zero row is
 inserted if absent (concurrent bootstraps are harmless) — inside the same call by default, or
@@ -55,25 +55,21 @@ RESOURCES = frozenset(
     }
 )
 RETENTION_DAYS = 7  # rows more than seven UTC days older than the current day are pruned
-CONNECTION_DEBOUNCE = timedelta(minutes=5)
 SERVICE_STATUSES = frozenset({"running", "idle", "stopped", "error"})
 SERVICE_MODES = frozenset({"bounded", "persistent"})
 EXPORT_PAGE_MAX = 1000
 
 COUNTERS = m.DailyCounter._meta.db_table
 CLAIMS = m.InboundDeliveryClaim._meta.db_table
-WORKER_DAYS = m.DynamicWorkerDay._meta.db_table
 STORAGE = m.StorageBytesState._meta.db_table
 SERVICES = m.PackageServiceState._meta.db_table
-CONNECTIONS = m.InboundConnectionLastUsed._meta.db_table
 META = m.MeterMeta._meta.db_table
 DELETION = m.DeletionState._meta.db_table
 LEASES = m.AccountWriteLease._meta.db_table
 
 _PRUNE = f"""
     pruned_counters AS (DELETE FROM {COUNTERS} WHERE day < %(cutoff)s),
-    pruned_claims AS (DELETE FROM {CLAIMS} WHERE day < %(cutoff)s),
-    pruned_workers AS (DELETE FROM {WORKER_DAYS} WHERE day < %(cutoff)s)"""
+    pruned_claims AS (DELETE FROM {CLAIMS} WHERE day < %(cutoff)s)"""
 
 _CONSUME = f"""
 WITH {_PRUNE},
@@ -470,44 +466,6 @@ class UserMeter(Actor):
                 inserted += cursor.rowcount
         return {"inserted": inserted}
 
-    # --- dynamic worker days and inbound MCP connections ----------------------------------
-
-    def record_dynamic_worker(self, worker_id: str, day: str) -> dict[str, Any]:
-        """True the first time ``worker_id`` is seen on ``day`` (one bill unit)."""
-        when = _day(day)
-        with connection.cursor() as cursor:
-            self._prune(cursor, when)
-            cursor.execute(
-                f"INSERT INTO {WORKER_DAYS} (day, worker_id, created_at) VALUES (%s, %s, now())"
-                " ON CONFLICT DO NOTHING",
-                [when, worker_id],
-            )
-            return {"first_seen": cursor.rowcount == 1, "day": when.isoformat()}
-
-    def touch_inbound_connection(self, client_id: str, at: str | None = None) -> dict[str, Any]:
-        """Stamp a client's last use, at most once per five minutes (a conditional upsert)."""
-        when = datetime.fromisoformat(at) if at else timezone.now()
-        with connection.cursor() as cursor:
-            self._prune(cursor, when.date())
-            cursor.execute(
-                f"INSERT INTO {CONNECTIONS} AS c (client_id, last_used_at) VALUES (%s, %s)"
-                " ON CONFLICT (client_id) DO UPDATE SET last_used_at = EXCLUDED.last_used_at"
-                " WHERE c.last_used_at < EXCLUDED.last_used_at - %s",
-                [client_id, when, CONNECTION_DEBOUNCE],
-            )
-            return {"updated": cursor.rowcount == 1}
-
-    def list_inbound_connections(self) -> dict[str, str]:
-        with connection.cursor() as cursor:
-            self._prune(cursor, _today())
-            cursor.execute(f"SELECT client_id, last_used_at FROM {CONNECTIONS} ORDER BY client_id")
-            return {client: _iso(at) for client, at in cursor.fetchall()}
-
-    def forget_inbound_connection(self, client_id: str) -> dict[str, Any]:
-        with connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {CONNECTIONS} WHERE client_id = %s", [client_id])
-            return {"deleted": cursor.rowcount}
-
     # --- reads for the account UI, export, purge ------------------------------------------
 
     def snapshot(self, day: str) -> Snapshot:
@@ -688,7 +646,7 @@ class UserMeter(Actor):
         """Delete every meter row of this user; an existing deletion tombstone survives."""
         deleted: dict[str, int] = {}
         with connection.cursor() as cursor:
-            for table in (COUNTERS, CLAIMS, STORAGE, SERVICES, WORKER_DAYS, CONNECTIONS, LEASES):
+            for table in (COUNTERS, CLAIMS, STORAGE, SERVICES, LEASES):
                 cursor.execute(f"DELETE FROM {table}")
                 deleted[table] = cursor.rowcount
             cursor.execute(f"DELETE FROM {DELETION} WHERE deleting_at IS NULL")
@@ -704,11 +662,11 @@ class UserMeter(Actor):
         return {"schema_version": row[0] if row else None, "current": USER_METER_VERSION}
 
     def prune(self) -> dict[str, int]:
-        """Delete counters, claims and worker days past the window (every path does this too)."""
+        """Delete counters and claims past the window (every path does this too)."""
         cutoff = _cutoff(_today())
         deleted = {}
         with connection.cursor() as cursor:
-            for table in (COUNTERS, CLAIMS, WORKER_DAYS):
+            for table in (COUNTERS, CLAIMS):
                 cursor.execute(f"DELETE FROM {table} WHERE day < %s", [cutoff])
                 deleted[table] = cursor.rowcount
         return deleted
@@ -742,8 +700,6 @@ class UserMeter(Actor):
         tombstone = cursor.fetchone()
         cursor.execute(f"SELECT COUNT(*) FROM {LEASES}")
         leases = cursor.fetchone()[0]
-        cursor.execute(f"SELECT client_id, last_used_at FROM {CONNECTIONS} ORDER BY client_id")
-        connections = {client: _iso(at) for client, at in cursor.fetchall()}
         extras: dict[str, Any] = {
             "storage_bytes_state": (
                 {"bytes": storage[0], "revision": storage[1], "updated_at": _iso(storage[2])}
@@ -757,6 +713,4 @@ class UserMeter(Actor):
                 "active_write_leases": leases,
             },
         }
-        if connections:
-            extras["inbound_connection_last_used"] = connections
         return extras

@@ -116,32 +116,6 @@ class PackageServiceState(ActorModel):
         ]
 
 
-class DynamicWorkerDay(ActorModel):
-    """First sighting of each dynamic worker per UTC day (one bill unit); not a counter."""
-
-    pk = models.CompositePrimaryKey("day", "worker_id")
-    day = models.DateField()
-    worker_id = models.CharField(max_length=255)
-    created_at = models.DateTimeField(db_default=models.functions.Now())
-
-    actor_version = FULL_METER
-
-    class Meta:
-        db_table = "dynamic_worker_days"
-
-
-class InboundConnectionLastUsed(ActorModel):
-    """Last successful bearer validation per inbound OAuth client id (debounced to 5 min)."""
-
-    client_id = models.CharField(max_length=255, primary_key=True, db_collation="C")
-    last_used_at = models.DateTimeField()
-
-    actor_version = FULL_METER
-
-    class Meta:
-        db_table = "inbound_mcp_connection_last_used"
-
-
 # --- room for the deletion issue (write leases and the deletion fence) ------------------------
 
 

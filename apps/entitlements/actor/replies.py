@@ -1,8 +1,8 @@
 """What UserMeter methods answer, as TypedDicts: the shapes other apps read through
 ``apps.entitlements.services`` (replies travel as JSON, so every value is a JSON type).
 
-Methods nothing outside the meter reads yet (package service states, inbound connections,
-dynamic workers) still answer ``dict[str, Any]``.
+Methods nothing outside the meter reads yet (package service states) still answer
+``dict[str, Any]``.
 """
 
 from __future__ import annotations
