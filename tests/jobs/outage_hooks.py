@@ -36,10 +36,8 @@ def _note(log: Path, event: str) -> None:
     domain="tests",
     description="Outage tests only: note a run, and die on the first.",
     input_schema=INPUT,
-    # Mutating, like the targets whose effect must happen once: a run is keyed in the
-    # owner's invocation ledger by its occurrence, so a claim delivered twice replays the
-    # recorded result instead of running the target again (read-only targets are not keyed).
-    mutates=True,
+    # Read-only (not keyed in the invocation ledger): a claim delivered twice must still run
+    # it once, which only the batch's start (ADR 0026) guarantees.
 )
 def outage_probe(ctx: Context, log: str, hold: float = 0.2) -> dict[str, Any]:
     path = Path(log)
