@@ -55,18 +55,24 @@ def retire_tables(version: int, *tables: str) -> None:
     name = f"{__name__}.retire_tables[{version}:{','.join(tables)}]"
 
     def drop(cursor: Any) -> None:
-        # Qualified by the schema being upgraded (``public`` must never lose a same-named table).
-        cursor.execute(
-            "SELECT string_agg(format('%%I.%%I', current_schema(), t), ', ')"
-            " FROM unnest(%s::text[]) AS t"
-            " WHERE to_regclass(format('%%I.%%I', current_schema(), t)) IS NOT NULL",
-            [list(tables)],
-        )
-        present = cursor.fetchone()[0]
-        if present:
-            cursor.execute(f"DROP TABLE IF EXISTS {present}")
+        drop_in_schema(cursor, "TABLE", tables)
 
     _steps[name] = UpgradeStep(version=version, name=name, run=drop)
+
+
+def drop_in_schema(cursor: Any, kind: str, names: tuple[str, ...]) -> None:
+    """``DROP kind`` those of ``names`` the schema being upgraded has, qualified by it: an
+    unqualified name would fall through ``search_path`` to ``public``. Lookups by name, no
+    catalog scan."""
+    cursor.execute(
+        "SELECT string_agg(format('%%I.%%I', current_schema(), n), ', ')"
+        " FROM unnest(%s::text[]) AS n"
+        " WHERE to_regclass(format('%%I.%%I', current_schema(), n)) IS NOT NULL",
+        [list(names)],
+    )
+    present = cursor.fetchone()[0]
+    if present:
+        cursor.execute(f"DROP {kind} IF EXISTS {present}")
 
 
 def is_retired(table: str, archived_version: int) -> bool:
@@ -126,14 +132,5 @@ UNREAD_INDEXES = (
 
 @upgrade_step(LEAN_INDEXES)
 def drop_unread_indexes(cursor: Any) -> None:
-    """Drop the indexes version 6 stopped creating, qualified by the schema being upgraded
-    (an unqualified name would fall through ``search_path`` to ``public``)."""
-    cursor.execute(
-        "SELECT string_agg(format('%%I.%%I', current_schema(), i.relname), ', ')"
-        " FROM pg_class i WHERE i.relnamespace = current_schema()::regnamespace"
-        " AND i.relkind = 'i' AND i.relname = ANY(%s)",
-        [list(UNREAD_INDEXES)],
-    )
-    present = cursor.fetchone()[0]
-    if present:
-        cursor.execute(f"DROP INDEX IF EXISTS {present}")
+    """Drop the indexes version 6 stopped creating from the schema being upgraded."""
+    drop_in_schema(cursor, "INDEX", UNREAD_INDEXES)

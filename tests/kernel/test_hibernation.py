@@ -25,6 +25,7 @@ from kody.userschema.schemas import (
     mark_deleting,
 )
 from tests.clock import today_iso
+from tests.kernel.catalog import relation_names
 from tests.kernel.sample_actors import Probe
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -295,12 +296,7 @@ def test_a_v5_archive_restores_without_the_unread_indexes(owner_id, inline_actor
     assert SchemaArchive.objects.get(user_id=owner_id).version == 5
     assert _consume(owner_id)["count"] == 1
     assert UserSchema.objects.get(user_id=owner_id).version == schema_version()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT relname FROM pg_class WHERE relkind = 'i' AND relnamespace = %s::regnamespace",
-            [schema],
-        )
-        names = {row[0] for row in cursor.fetchall()}
+    names = relation_names(schema, "i")
     assert "daily_counters_day_ix" in names and not names & set(UNREAD_INDEXES)
 
 
@@ -398,11 +394,6 @@ def test_a_v6_archive_restores_without_the_tables_version_7_retired(owner_id, in
 
     assert _consume(owner_id)["count"] == 2  # restored, the old count kept
     assert UserSchema.objects.get(user_id=owner_id).version == schema_version()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = %s::regnamespace",
-            [schema_name_for(owner_id)],
-        )
-        tables = {row[0] for row in cursor.fetchall()}
+    tables = relation_names(schema_name_for(owner_id), "r")
     assert "daily_counters" in tables
     assert not tables & {"dynamic_worker_days", "inbound_mcp_connection_last_used"}

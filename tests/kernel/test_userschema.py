@@ -31,6 +31,7 @@ from kody.userschema.schemas import (
     upgrade_schema,
 )
 from tests.clock import today_iso
+from tests.kernel.catalog import relation_names
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -345,29 +346,20 @@ def _v5_schema_with_legacy_indexes(user: str) -> str:
     return schema
 
 
-def _all_index_names(schema: str) -> set[str]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT relname FROM pg_class WHERE relkind = 'i' AND relnamespace = %s::regnamespace",
-            [schema],
-        )
-        return {row[0] for row in cursor.fetchall()}
-
-
 def test_the_v6_upgrade_drops_unread_indexes_and_only_in_the_schema(owner_id, capsys):
     from kody.userschema.upgrades import LEAN_INDEXES, UNREAD_INDEXES
 
     assert schema_version() >= LEAN_INDEXES
     schema = _v5_schema_with_legacy_indexes(owner_id)
-    assert {"runs_package_ix", "actor_calls_id_3e9d8c1f_like"} <= _all_index_names(schema)
+    assert {"runs_package_ix", "actor_calls_id_3e9d8c1f_like"} <= relation_names(schema, "i")
     with connection.cursor() as cursor:  # a public index with a dropped name must survive
         cursor.execute('CREATE INDEX "runs_package_ix" ON public.kody_user_schemas (user_id)')
     try:
         call_command("upgrade_user_schemas")
         assert "[1/1 (100%)" in capsys.readouterr().out
-        assert not _all_index_names(schema) & set(UNREAD_INDEXES)
-        assert "runs_package_ix" in _all_index_names("public")
-        assert "runs_started_ix" in _all_index_names(schema)  # the read ones stay
+        assert not relation_names(schema, "i") & set(UNREAD_INDEXES)
+        assert "runs_package_ix" in relation_names("public", "i")
+        assert "runs_started_ix" in relation_names(schema, "i")  # the read ones stay
     finally:
         with connection.cursor() as cursor:
             cursor.execute('DROP INDEX IF EXISTS public."runs_package_ix"')
