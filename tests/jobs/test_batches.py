@@ -231,3 +231,27 @@ def test_two_deliveries_at_once_run_a_read_only_target_once(owner, clock, monkey
     assert sorted(len(a) for a in answers) == [0, 3]  # one delivery ran them all
     assert len(calls) == 3
     assert sorted(r["jobId"] for r in job_runs(owner)) == sorted(ids)
+
+
+def test_a_slow_batch_starts_what_it_has_left_again_and_runs_it(owner, clock, monkeypatch):
+    """One start per batch; a batch whose own first run took most of the lease starts the
+    rest again (its own claims, so the call renews them) and runs them."""
+    monkeypatch.setattr(runner, "send_runs", lambda user_id, claims: None)
+    ids = due_jobs(owner, 2)
+    clock.move_to(Job.objects.get(id=ids[0]).next_run_at)
+    runner.wake_due_alarms()
+    batch = OutboxMessage.objects.get().payload["claims"]
+    starts: list[list[str]] = []
+    real_call = JobManager.call
+
+    def call(user_id, method, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if method == "start":
+            starts.append([c["job_id"] for c in kwargs["claims"]])
+        return real_call(user_id, method, *args, **kwargs)
+
+    monkeypatch.setattr(JobManager, "call", call)
+    counting_target(monkeypatch, lambda: clock.shift(LEASE - runner.MIN_LEASE_LEFT / 2))
+    answers = runner.run_batch(owner.stable_user_id, batch)
+    assert [a["applied"] for a in answers] == [True, True]
+    assert starts == [[c["job_id"] for c in batch], [batch[1]["job_id"]]]
+    assert sorted(r["jobId"] for r in job_runs(owner)) == sorted(ids)
