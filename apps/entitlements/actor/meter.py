@@ -2,10 +2,11 @@
 
 Design note. Every method runs inside the kernel's per-user transaction, after the owner row
 is locked, so each method sees and changes the meter alone: a check-and-increment is one
-conditional UPDATE and can never overshoot a limit, however many callers race. The hot method
-(``consume``) is a single statement: its WITH clause also deletes counter and claim
-rows older than the seven-day window, which is how every read/write path prunes without
-paying an extra round trip. A missing (resource, day) row is a cold bootstrap: the zero row is
+conditional UPDATE and can never overshoot a limit, however many callers race. A charge that
+fits (``consume``'s hot path) is a single statement: its WITH clause also deletes counter and
+claim rows older than the seven-day window, which is how every read/write path prunes without
+paying an extra round trip; only a refusal or a missing row reads the row again. A missing
+(resource, day) row is a cold bootstrap: the zero row is
 inserted if absent (concurrent bootstraps are harmless) — inside the same call by default, or
 by the caller's ``initialize`` after a ``needs_bootstrap`` answer when it asks for that.
 Write leases and the deletion fence have their tables here but belong to the deletion work.
@@ -71,18 +72,18 @@ _PRUNE = f"""
     pruned_counters AS (DELETE FROM {COUNTERS} WHERE day < %(cutoff)s),
     pruned_claims AS (DELETE FROM {CLAIMS} WHERE day < %(cutoff)s)"""
 
+# The hot path: the prune and the charge, one statement. It answers a row only when it
+# charged; a refusal or a missing day row (rare) costs a second, plain read (_CURRENT). One
+# UPDATE … RETURNING instead of the former charge CTE joined to a re-read of the row: the
+# server plans and runs less per call (benchmarks/README.md, issue 9 third pass).
 _CONSUME = f"""
-WITH {_PRUNE},
-charged AS (
-    UPDATE {COUNTERS} SET count = count + %(amount)s, revision = revision + 1, updated_at = now()
-     WHERE resource = %(resource)s AND day = %(day)s AND count + %(amount)s <= %(limit)s
-    RETURNING count, revision
-)
-SELECT charged.count, charged.revision, cur.count, cur.revision
-  FROM (SELECT 1) AS one
-  LEFT JOIN charged ON true
-  LEFT JOIN {COUNTERS} AS cur ON cur.resource = %(resource)s AND cur.day = %(day)s
+WITH {_PRUNE}
+UPDATE {COUNTERS} SET count = count + %(amount)s, revision = revision + 1, updated_at = now()
+ WHERE resource = %(resource)s AND day = %(day)s AND count + %(amount)s <= %(limit)s
+RETURNING count, revision
 """
+
+_CURRENT = f"SELECT count, revision FROM {COUNTERS} WHERE resource = %(resource)s AND day = %(day)s"
 
 
 class UnknownResource(ValueError):
@@ -188,16 +189,22 @@ class UserMeter(Actor):
         }
         with connection.cursor() as cursor:
             cursor.execute(_CONSUME, params)
-            new_count, new_revision, count, revision = cursor.fetchone()
-            if new_count is None and count is None and bootstrap:
+            charged = cursor.fetchone()
+            if charged is not None:
+                return _reading(resource, when, True, charged[0], charged[1], limit)
+            cursor.execute(_CURRENT, params)
+            current = cursor.fetchone()
+            if current is None and bootstrap:
                 self.initialize(resource, day)
                 cursor.execute(_CONSUME, params)
-                new_count, new_revision, count, revision = cursor.fetchone()
-        if new_count is not None:
-            return _reading(resource, when, True, new_count, new_revision, limit)
-        if count is None:
+                charged = cursor.fetchone()
+                if charged is not None:
+                    return _reading(resource, when, True, charged[0], charged[1], limit)
+                cursor.execute(_CURRENT, params)
+                current = cursor.fetchone()
+        if current is None:
             return _needs_bootstrap(resource, when)
-        return _reading(resource, when, False, count, revision, limit)
+        return _reading(resource, when, False, current[0], current[1], limit)
 
     def refund(self, resource: str, day: str, amount: int = 1) -> Refund:
         when = _day(day)
