@@ -94,9 +94,11 @@ def _unavailable_as_typed(call: Call, key: str | None, what: str) -> Iterator[No
 def _run_inline(call: Call, key: str | None) -> Outcome:
     from kody.actors.runtime import execute
 
-    # Arguments reach the method exactly as they would off the queue: through JSON.
+    # Arguments reach the method exactly as they would off the queue: through JSON. Without
+    # a key the call's id was generated for this one run: it cannot have a record, so the
+    # runtime may skip the lookup and send its prelude with the method (``fresh``).
     with _unavailable_as_typed(call, key, "database"):
-        return execute([Call.decode(call.encode())])[0]
+        return execute([Call.decode(call.encode())], fresh=key is None)[0]
 
 
 def call(

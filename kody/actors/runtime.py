@@ -32,7 +32,9 @@ same round trip as the owner lock; while it is set only ``@deletion_safe`` metho
 the rest are answered ``AccountDeleting``, unrecorded.
 
 A batch with one user, and every call made inside a caller's transaction (inline), runs as
-one transaction per user as before.
+one transaction per user as before. A lone inline call without an idempotency key (``fresh``)
+sends that prelude with its method's first statement, its checks as failing statements
+(``_run_fresh``, ADR 0027).
 
 Every transaction that commits calls ends with the fence guard (``kody.actors.fence``): a
 shard consumer that lost its shard raises ``FenceLost`` there, before COMMIT, and ``execute``
@@ -43,6 +45,7 @@ in one round trip (``_finish``).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -65,6 +68,7 @@ from kody.userschema.naming import quoted
 from kody.userschema.schemas import REGISTRY, ensure_schema, known
 from kody.userschema.scope import (
     Statement,
+    deferred_prelude,
     deferred_search_path,
     in_one_query,
     set_timeouts,
@@ -118,9 +122,16 @@ class _Group:
         return {call.actor for call in self.calls}
 
 
-def execute(calls: Sequence[Call], using: str = DEFAULT_DB_ALIAS) -> list[Outcome]:
+def execute(
+    calls: Sequence[Call], using: str = DEFAULT_DB_ALIAS, *, fresh: bool = False
+) -> list[Outcome]:
     """Run calls and return their outcomes in the same order. Raises only if the database is
-    unreachable (the caller keeps the batch and retries it)."""
+    unreachable (the caller keeps the batch and retries it).
+
+    ``fresh``: the caller vouches that no call here can have run before — an inline call
+    whose id was generated for it a moment ago (``dispatch``), never one off the queue (a
+    redelivery repeats its id) nor one with the caller's key. A lone fresh call outside any
+    transaction takes the optimistic prelude (``_run_fresh``)."""
     outcomes: list[Outcome | None] = [None] * len(calls)
     groups: dict[tuple[str, str], _Group] = {}
     for index, call in enumerate(calls):
@@ -132,7 +143,8 @@ def execute(calls: Sequence[Call], using: str = DEFAULT_DB_ALIAS) -> list[Outcom
     if len(ordered) > 1 and not connections[using].in_atomic_block:
         results = _run_batch(ordered, using)
     else:
-        results = [_run_group(group, using) for group in ordered]
+        fresh = fresh and len(calls) == 1 and not connections[using].in_atomic_block
+        results = [_run_group(group, using, fresh=fresh) for group in ordered]
     for group, group_outcomes in zip(ordered, results, strict=True):
         for index, outcome in zip(group.indexes, group_outcomes, strict=True):
             outcomes[index] = outcome
@@ -230,12 +242,17 @@ def _refuse(group: _Group, exc: Exception) -> list[Outcome]:
     return [Outcome.failure(exc, recordable=False)] * len(group.calls)
 
 
-def _run_group(group: _Group, using: str) -> list[Outcome]:
+def _run_group(group: _Group, using: str, *, fresh: bool = False) -> list[Outcome]:
     try:
         ensure_schema(group.user_id, using, actors=group.actors)
         if connections[using].in_atomic_block:
             _check_lock_order(group.user_id, using)
         try:
+            if fresh and _LITERAL_ID.fullmatch(group.user_id):
+                outcomes = _run_fresh(group, using)
+                # None: the optimistic attempt failed and was rolled back; the plain path
+                # answers (a refusal, the method's error recorded behind its savepoint).
+                return outcomes or _transaction(group, using, savepoints=True)
             return _transaction(group, using, savepoints=False)
         except _MethodRaised:
             return _transaction(group, using, savepoints=True)
@@ -379,6 +396,71 @@ def _in_transaction(
         restricted = bool(tombstone and tombstone[0][0] is not None)
         done = {call_id: Outcome.parse(text) for call_id, text in records}
         return _run_calls(group, using, done, savepoints=savepoints, restricted=restricted)
+
+
+# User ids the optimistic prelude writes into its SQL as literals: nothing to quote or escape
+# (no quote, no backslash, no % for client-side binding). Any other id takes the plain path.
+_LITERAL_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,255}")
+
+
+def _run_fresh(group: _Group, using: str) -> list[Outcome] | None:
+    """One fresh call (``execute(fresh=True)``) in two round trips instead of three: its
+    prelude goes out with the method's first statement (or, if the method sends none, with
+    the record and ``COMMIT``), and the checks that used to be read back before the method
+    ran are statements that FAIL instead:
+
+    * ``BEGIN``, ``search_path`` and the timeouts (``scope.deferred_prelude``);
+    * the owner lock, ``SELECT 1 / count(*)`` over the owner row ``FOR UPDATE`` filtered by
+      the caller's id — a missing or foreign owner divides by zero;
+    * unless the method is ``@deletion_safe``, the tombstone, a separate statement after the
+      lock (its snapshot is taken once the lock is held, as in the plain prelude) that
+      divides by zero when the user is marked for deletion.
+
+    A failing check aborts the query before the method's statement runs, so no statement of
+    the method reaches the database without the owner lock and both checks; Postgres skips
+    the rest of a multi-statement query after an error. The record lookup is left out: a
+    fresh call has no record (its id was generated for this one run). What runs before the
+    checks is only the method's Python up to its first statement — no replay can get there
+    (fresh calls are never replays), and a refused call's Python prefix is what a batch
+    rerun already repeats today: methods keep their effects in the transaction (kernel.md).
+
+    None when anything failed (the transaction is rolled back): the caller runs the call the
+    plain way, which answers a refusal or records the method's error. A lock or statement
+    timeout in the prelude's query is answered here (``ActorUnavailable``), so a stuck owner
+    row costs one ``lock_timeout``, not two."""
+    (call,) = group.calls
+    try:
+        safe = is_deletion_safe(actor_named(call.actor), call.method)
+    except Exception:
+        safe = False  # unknown actor or method: _invoke answers it without running anything
+    then = [
+        f"SELECT 1 / count(*) FROM (SELECT 1 FROM {quoted(group.schema)}.actor_owner"
+        f" WHERE id = 1 AND owner_id = '{group.user_id}' FOR UPDATE) AS owner"
+    ]
+    if not safe:
+        then.append(
+            f"SELECT 1 / (count(*) = 0)::int FROM {REGISTRY}"
+            f" WHERE user_id = '{group.user_id}' AND deleting_at IS NOT NULL"
+        )
+    deferred = None
+    try:
+        with (
+            transaction.atomic(using=using),
+            deferred_prelude(group.schema, then, using, timeouts=_timeouts()) as deferred,
+        ):
+            outcome = _invoke(call, using, savepoints=False)
+            if deferred.failed is not None:  # the method swallowed the prelude's error
+                raise _MethodRaised from deferred.failed
+            recorded = [(call, outcome)] if outcome.recordable else []
+            _finish(_record_statements(group, recorded), using)
+        return [outcome]
+    except Exception as exc:
+        if _fatal(exc, using):
+            raise
+        failed = deferred.failed if deferred is not None else None
+        if failed is not None and _timeout_reason(failed):
+            return _refuse(group, _typed(failed))  # type: ignore[arg-type]
+        return None
 
 
 def _timeouts() -> tuple[int, int]:

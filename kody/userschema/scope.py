@@ -19,7 +19,9 @@ the timeouts are one statement (``set_config(..., true)``, which is ``SET LOCAL`
 runs several users one after another, ``switch(schema)`` costs no round trip of its own; the
 ``set_config`` goes out in front of the next statement the connection sends (a
 multi-statement query on Django's client-side binding cursor, whose second result the cursor
-is then moved to), or first in the next ``pipelined`` round trip.
+is then moved to), or first in the next ``pipelined`` round trip. ``deferred_prelude`` is the
+one-call form (ADR 0027): a transaction's ``BEGIN``, search path, timeouts and checks go out
+in front of its first statement.
 """
 
 from __future__ import annotations
@@ -46,16 +48,15 @@ def pipelined(
     connection.ensure_connection()
     raw = connection.connection
     deferred: DeferredSearchPath | None = getattr(connection, "kody_deferred_path", None)
-    first = deferred.take() if deferred is not None else None
-    if first is not None:
-        statements = [(first, ()), *statements]
+    first = deferred.take() if deferred is not None else []
+    statements = [*((text, ()) for text in first), *statements]
     with connection.wrap_database_errors:
         with raw.pipeline():
             cursors = [raw.cursor() for _ in statements]
             for cursor, (sql, params) in zip(cursors, statements, strict=True):
                 cursor.execute(sql, params or None)
         results = [cursor.fetchall() if cursor.description else [] for cursor in cursors]
-    return results[1:] if first is not None else results
+    return results[len(first) :]
 
 
 def in_one_query(
@@ -72,24 +73,14 @@ def in_one_query(
     connection.ensure_connection()
     raw = connection.connection
     deferred: DeferredSearchPath | None = getattr(connection, "kody_deferred_path", None)
-    first = deferred.take() if deferred is not None else None
-    texts = [first] if first is not None else []
-    begin = not raw.autocommit and raw.info.transaction_status == TransactionStatus.IDLE
+    texts = deferred.take() if deferred is not None else []
     with connection.wrap_database_errors, raw.cursor() as cursor:
         for sql, params in statements:
             texts.append(cursor.mogrify(sql, params) if params else sql)
-        if begin:
-            texts.insert(0, raw._get_tx_start_command().decode())
-            # psycopg would send BEGIN in a round trip of its own; it is the query's first
-            # statement instead (the flag is psycopg's alone, nothing changes on the server).
-            raw._autocommit = True
-        try:
+        with _begun(raw, texts) as texts:
             cursor.execute(";\n".join(texts))
-        finally:
-            if begin:
-                raw._autocommit = False
         for _ in range(len(texts) - len(statements)):
-            cursor.nextset()  # BEGIN's and the deferred search path's results
+            cursor.nextset()  # BEGIN's and the deferred statements' results
         results = []
         for _ in statements:
             results.append(cursor.fetchall() if cursor.description else [])
@@ -97,64 +88,144 @@ def in_one_query(
     return results
 
 
+@contextmanager
+def _begun(raw: Any, texts: list[str]) -> Iterator[list[str]]:
+    """``texts`` with the transaction's ``BEGIN`` in front when it has not begun yet. psycopg
+    would send ``BEGIN`` in a round trip of its own; it is the query's first statement
+    instead (the flag is psycopg's alone, nothing changes on the server)."""
+    if raw.autocommit or raw.info.transaction_status != TransactionStatus.IDLE:
+        yield texts
+        return
+    raw._autocommit = True
+    try:
+        yield [raw._get_tx_start_command().decode(), *texts]
+    finally:
+        raw._autocommit = False
+
+
 def _path_sql(schema: str) -> str:
     # u_ + hex (checked): a literal needs no quoting and holds no % for client-side binding.
     return f"SELECT set_config('search_path', '{checked(schema)}, public', true)"
 
 
+class PreludeBypassed(Exception):
+    """A statement reached the database around Django's execute wrappers (a raw psycopg
+    cursor, ``cursor.copy``) before a transaction's deferred prelude: the prelude would not
+    have been its first statements. The transaction must be rolled back and run the plain
+    way (``kody.actors.runtime``)."""
+
+
 class DeferredSearchPath:
-    """An execute wrapper that sends a pending ``SET LOCAL search_path`` in front of the
-    connection's next statement instead of in a round trip of its own.
+    """An execute wrapper that sends pending statements (a ``SET LOCAL search_path``, or a
+    transaction's whole prelude) in front of the connection's next statement instead of in a
+    round trip of their own.
 
-    Installed by :func:`deferred_search_path` for the span of one transaction. Every statement
-    Django's cursors send passes through it; the first one after ``switch`` goes out as
-    ``SELECT set_config(...); <statement>`` and the cursor is moved to the statement's own
-    result, so ``fetch*``, ``rowcount`` and ``description`` are the statement's. A statement
-    that cannot carry it (``executemany``, a server-side or server-binding cursor, composed
-    SQL) gets it sent just before, as its own statement. ``cursor.copy`` bypasses Django's
-    execute wrappers: a method that starts with a COPY must name its schema (as hibernation
-    does)."""
+    Installed by :func:`deferred_search_path` (or :func:`deferred_prelude`) for the span of
+    one transaction. Every statement Django's cursors send passes through it; the first one
+    after ``switch`` goes out as ``SELECT set_config(...); <statement>`` (with the
+    transaction's ``BEGIN`` in front when it has not begun) and the cursor is moved to the
+    statement's own result, so ``fetch*``, ``rowcount`` and ``description`` are the
+    statement's. A statement that cannot carry them (``executemany``, a server-side or
+    server-binding cursor, composed SQL) gets them sent just before, as a query of its own.
+    ``cursor.copy`` bypasses Django's execute wrappers: a method that starts with a COPY must
+    name its schema (as hibernation does); under a prelude that must come first, it is
+    caught (``PreludeBypassed``) when the next statement finds the transaction already open.
 
-    def __init__(self, connection: BaseDatabaseWrapper) -> None:
+    ``failed`` keeps the error of a query that carried pending statements, so a caller can
+    tell that one failed even if the code that ran it swallowed the exception."""
+
+    def __init__(self, connection: BaseDatabaseWrapper, *, first: bool = False) -> None:
         self.connection = connection
-        self._pending: str | None = None
+        self._pending: list[str] = []
+        self._first = first
+        self.failed: BaseException | None = None
 
     def switch(self, schema: str) -> None:
-        self._pending = _path_sql(schema)
+        self._pending = [_path_sql(schema)]
 
-    def take(self) -> str | None:
-        pending, self._pending = self._pending, None
+    def take(self) -> list[str]:
+        pending, self._pending = self._pending, []
+        if pending and self._first:
+            status = self.connection.connection.info.transaction_status
+            if status != TransactionStatus.IDLE:
+                self.failed = PreludeBypassed("a statement ran before the transaction's prelude")
+                raise self.failed
         return pending
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._pending)
 
     def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         pending = self.take()
-        if pending is None:
+        if not pending:
             return execute(sql, params, many, context)
+        raw = self.connection.connection
         cursor = getattr(context.get("cursor"), "cursor", None)
         plain = isinstance(cursor, ClientCursor) and not isinstance(cursor, ServerCursor)
-        if many or not plain or not isinstance(sql, str):
-            with self.connection.connection.cursor() as own:
-                own.execute(pending)
-            return execute(sql, params, many, context)
-        result = execute(f"{pending};\n{sql}", params, many, context)
-        cursor.nextset()  # the statement's own result, not set_config's
+        try:
+            if many or not plain or not isinstance(sql, str):
+                with self.connection.wrap_database_errors, raw.cursor() as own:
+                    own.execute(";\n".join(pending))
+                return execute(sql, params, many, context)
+            with _begun(raw, pending) as texts:
+                result = execute(";\n".join([*texts, sql]), params, many, context)
+        except BaseException as exc:
+            self.failed = exc
+            raise
+        for _ in texts:
+            cursor.nextset()  # to the statement's own result, past BEGIN's and the prelude's
         return result
 
 
 @contextmanager
-def deferred_search_path(using: str = DEFAULT_DB_ALIAS) -> Iterator[DeferredSearchPath]:
-    """Inside an open transaction: a :class:`DeferredSearchPath` whose ``switch(schema)``
-    points ``search_path`` at a user schema (``SET LOCAL``) with the next statement sent."""
-    connection = connections[using]
+def _installed(deferred: DeferredSearchPath) -> Iterator[DeferredSearchPath]:
+    connection = deferred.connection
     if not connection.in_atomic_block:
         raise TransactionManagementError("a user schema is only reachable inside atomic()")
-    deferred = DeferredSearchPath(connection)
     connection.kody_deferred_path = deferred  # type: ignore[attr-defined]
     try:
         with connection.execute_wrapper(deferred):
             yield deferred
     finally:
         connection.kody_deferred_path = None  # type: ignore[attr-defined]
+
+
+@contextmanager
+def deferred_search_path(using: str = DEFAULT_DB_ALIAS) -> Iterator[DeferredSearchPath]:
+    """Inside an open transaction: a :class:`DeferredSearchPath` whose ``switch(schema)``
+    points ``search_path`` at a user schema (``SET LOCAL``) with the next statement sent."""
+    with _installed(DeferredSearchPath(connections[using])) as deferred:
+        yield deferred
+
+
+@contextmanager
+def deferred_prelude(
+    schema: str,
+    then: Sequence[str],
+    using: str = DEFAULT_DB_ALIAS,
+    *,
+    timeouts: tuple[int, int],
+) -> Iterator[DeferredSearchPath]:
+    """Inside an outermost ``atomic()`` that has sent nothing yet: the transaction's first
+    statements — ``BEGIN``, ``search_path`` and the timeouts (``SET LOCAL``), then ``then``
+    (literal SQL, no parameters, no ``%``) — go out in front of the first statement the
+    connection sends (the actor runtime's optimistic prelude, ADR 0027). If any statement
+    reaches the server before them, the next one raises :class:`PreludeBypassed`."""
+    connection = connections[using]
+    if len(connection.atomic_blocks) != 1:
+        raise TransactionManagementError("a deferred prelude opens the outermost transaction")
+    # Literals: u_ + hex, and two integers (no quoting, no % for client-side binding).
+    lock, statement = (int(each) for each in timeouts)
+    configs = [
+        f"set_config('search_path', '{checked(schema)}, public', true)",
+        f"set_config('lock_timeout', '{lock}ms', true)",
+        f"set_config('statement_timeout', '{statement}ms', true)",
+    ]
+    deferred = DeferredSearchPath(connection, first=True)
+    deferred._pending = [f"SELECT {', '.join(configs)}", *then]
+    with _installed(deferred):
+        yield deferred
 
 
 @contextmanager

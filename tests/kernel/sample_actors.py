@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from celery import shared_task
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from apps.entitlements.actor.models import DailyCounter
@@ -77,6 +77,21 @@ class Probe(Actor):
                 [["execute_calls_per_day"], ["nothing"]],
             )
         return self.whoami()
+
+    def raw_first(self) -> int:
+        """A first statement around Django's execute wrappers (a raw psycopg cursor)."""
+        with connection.connection.cursor() as raw:
+            raw.execute("SELECT 1")
+        return self._bump("execute_calls_per_day")
+
+    def swallow_first(self) -> str:
+        """A first statement whose error the method swallows (and sends nothing after)."""
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        except DatabaseError:
+            return "swallowed"
+        return "ran"
 
     def fail(self, message: str) -> None:
         self._bump("execute_calls_per_day")

@@ -1,0 +1,226 @@
+"""A fresh inline call: its prelude goes out with the method's first statement (ADR 0027).
+
+An inline call without an idempotency key has an id generated for that one run, so it cannot
+have a call record: the runtime skips the lookup and sends ``BEGIN``, the search path, the
+owner lock and the tombstone check in front of the method's first statement, as statements
+that fail (and so stop the query before the method's statement) when the owner differs or
+the user is marked for deletion. These tests pin the round trips (two, where the plain path
+takes three) and that every refusal, error and odd method still ends as on the plain path.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+from django.db import connection, connections, transaction
+from django.utils import timezone
+
+from apps.entitlements.actor import UserMeter
+from kody.actors import ActorUnavailable, OwnerMismatch, runtime
+from kody.actors.runtime import execute
+from kody.actors.wire import Call
+from kody.errors import AccountDeleting
+from kody.userschema import scope
+from kody.userschema.naming import schema_name_for
+from kody.userschema.schemas import mark_deleting, unmark_deleting
+from tests.kernel.conftest import new_user_id
+from tests.kernel.sample_actors import Probe, ProbeFailed
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def call(user: str, method: str, *args: object, schema_of: str | None = None, **kw: object) -> Call:
+    return Call(
+        id=uuid.uuid4().hex,
+        user_id=user,
+        schema=schema_name_for(schema_of or user),
+        actor=kw.pop("actor", Probe.name),  # type: ignore[arg-type]
+        method=method,
+        args=list(args),
+        kwargs=dict(kw),
+    )
+
+
+def fresh(one: Call):  # type: ignore[no-untyped-def]
+    return execute([one], fresh=True)[0]
+
+
+@pytest.fixture
+def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no-untyped-def]
+    settings.KODY_ACTORS_INLINE = True
+    ids = sorted(new_user_id() for _ in range(2))
+    for user in ids:
+        Probe.call(user, "bump")  # schema, tables and today's counter row
+    return ids
+
+
+@pytest.fixture
+def paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How many fresh attempts were made, how many fell back to the plain path, and how many
+    queries went out (each Django execute, and each prelude the plain path sends on its own
+    cursor: ``scope.in_one_query``)."""
+    seen = {"fresh": 0, "fell_back": 0, "queries": 0}
+    run_fresh, in_one_query = runtime._run_fresh, scope.in_one_query
+
+    def spy_fresh(group, using):  # type: ignore[no-untyped-def]
+        seen["fresh"] += 1
+        outcomes = run_fresh(group, using)
+        seen["fell_back"] += outcomes is None
+        return outcomes
+
+    def spy_query(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen["queries"] += 1
+        return in_one_query(*args, **kwargs)
+
+    def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        seen["queries"] += 1
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(runtime, "_run_fresh", spy_fresh)
+    monkeypatch.setattr(scope, "in_one_query", spy_query)
+    with connection.execute_wrapper(count):
+        yield seen
+
+
+def counter(user: str) -> int:
+    return Probe.call(user, "bump") - 1  # what it was before this read's own bump
+
+
+def test_a_keyless_inline_call_is_two_queries_and_a_keyed_one_three(users, paths):
+    a, _ = users
+    charge = {"resource": "execute_calls_per_day", "day": timezone.now().date().isoformat()}
+    assert UserMeter.call(a, "consume", limit=10, **charge)["allowed"] is True
+    assert paths == {"fresh": 1, "fell_back": 0, "queries": 2}
+    paths["queries"] = 0
+    UserMeter.call(a, "consume", limit=10, idempotency_key="k", **charge)
+    assert paths == {"fresh": 1, "fell_back": 0, "queries": 3}  # keyed: the plain path
+
+
+def test_the_prelude_rides_on_the_first_statement_with_its_begin(users):
+    a, _ = users
+    sent: list[str] = []
+
+    def keep(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        result = execute(sql, params, many, context)
+        sent.append(sql)
+        return result
+
+    # Installed after the prelude's wrapper (so inside it), this one sees what it sends.
+    outer = runtime.deferred_prelude
+
+    def installing(*args, **kwargs):  # type: ignore[no-untyped-def]
+        import contextlib
+
+        @contextlib.contextmanager
+        def both():  # type: ignore[no-untyped-def]
+            with outer(*args, **kwargs) as deferred, connection.execute_wrapper(keep):
+                yield deferred
+
+        return both()
+
+    runtime.deferred_prelude = installing
+    try:
+        assert fresh(call(a, "rows_touched")).unwrap()["touched"] == 1
+    finally:
+        runtime.deferred_prelude = outer
+    first = sent[0].split(";\n")
+    assert first[0] == "BEGIN"
+    assert "set_config('search_path'" in first[1]
+    assert "FOR UPDATE" in first[2] and "actor_owner" in first[2]
+    assert "deleting_at" in first[3]
+    assert first[4].startswith("UPDATE daily_counters")  # the method's own statement
+    assert sent[-1].rstrip().endswith("COMMIT")
+
+
+def test_a_forged_owner_is_refused_and_nothing_of_the_method_applies(users, paths):
+    a, b = users
+    before = counter(a)
+    with pytest.raises(OwnerMismatch):
+        fresh(call(b, "bump", schema_of=a)).unwrap()
+    with pytest.raises(OwnerMismatch):  # a method that sends no statement: checked at COMMIT
+        fresh(call(b, "slow_echo", "x", 0, schema_of=a)).unwrap()
+    assert counter(a) == before + 1  # only counter()'s own first bump
+    assert paths["fell_back"] == 2
+
+
+def test_a_tombstone_refuses_all_but_deletion_safe_methods(users, paths):
+    a, _ = users
+    before = counter(a)
+    mark_deleting(a)
+    try:
+        refused = fresh(call(a, "bump"))
+        allowed = fresh(call(a, "export_counters", actor=UserMeter.name))
+    finally:
+        unmark_deleting(a)
+    with pytest.raises(AccountDeleting):
+        refused.unwrap()
+    assert refused.recordable is False
+    assert allowed.ok
+    assert paths == {"fresh": 3, "fell_back": 1, "queries": paths["queries"]}
+    assert counter(a) == before + 1
+
+
+def test_a_method_error_is_recorded_and_its_writes_rolled_back(users, paths):
+    a, _ = users
+    before = counter(a)
+    outcome = fresh(call(a, "fail", "no"))
+    with pytest.raises(ProbeFailed):
+        outcome.unwrap()
+    assert outcome.recordable is True
+    assert counter(a) == before + 1
+
+
+def test_a_statement_around_the_wrappers_sends_the_call_the_plain_way(users, paths):
+    a, _ = users
+    before = counter(a)
+    paths["fell_back"] = 0
+    assert fresh(call(a, "raw_first")).unwrap() == before + 2
+    assert paths["fell_back"] == 1
+    assert counter(a) == before + 2  # applied once
+
+
+def test_a_swallowed_prelude_error_still_refuses(users, paths):
+    a, b = users
+    with pytest.raises(OwnerMismatch):
+        fresh(call(b, "swallow_first", schema_of=a)).unwrap()
+    assert fresh(call(a, "swallow_first")).unwrap() == "ran"
+
+
+def test_executemany_first_and_the_search_path_after(users):
+    a, _ = users
+    seen = fresh(call(a, "many_first")).unwrap()
+    assert seen["search_path"].startswith(schema_name_for(a))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('search_path')")
+        assert cursor.fetchone()[0] == '"$user", public'
+
+
+def test_a_held_owner_lock_costs_one_lock_timeout(users, paths, settings):
+    a, _ = users
+    settings.KODY_ACTOR_LOCK_TIMEOUT_MS = 200
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                Probe.call(a, "bump")  # inline inside atomic(): holds a's owner lock
+                holding.set()
+                release.wait(20)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(20)
+        paths["fell_back"] = 0
+        outcome = fresh(call(a, "bump"))
+    finally:
+        release.set()
+        holder.join()
+    with pytest.raises(ActorUnavailable) as refused:
+        outcome.unwrap()
+    assert refused.value.details == {"reason": "lock_timeout"}
+    assert paths["fell_back"] == 0  # answered from the fresh attempt, no second wait
