@@ -14,11 +14,18 @@ class JobsConfig(AppConfig):
         from apps.entitlements.services.counters import register_counter
         from apps.entitlements.services.storage import register_bucket_estimator
         from apps.jobs import tasks  # noqa: F401
+        from apps.jobs.actor.runlog import CONCURRENT_WORKFLOWS_SQL, RunLog
         from apps.jobs.services.runs import concurrent_workflows
         from apps.jobs.services.storage import estimate
 
         # StorageRunner buckets are measured by the entitlements estimate lane.
         for kind in ("job", "execute", "package", "service"):
             register_bucket_estimator(kind, estimate)
-        # RunLog's workflow projections are the authority for concurrent_workflows.
-        register_counter("concurrent_workflows", concurrent_workflows)
+        # RunLog's workflow projections are the authority for concurrent_workflows; the usage
+        # summary reads the same count inside its meter call (one actor round trip, not two).
+        register_counter(
+            "concurrent_workflows",
+            concurrent_workflows,
+            actor=RunLog.name,
+            schema_count=CONCURRENT_WORKFLOWS_SQL,
+        )

@@ -10,8 +10,10 @@ class MailboxConfig(AppConfig):
     def ready(self) -> None:
         # Imported here: the counter calls the Mailbox actor, which needs the app registry.
         from apps.entitlements.services.counters import register_counter
+        from apps.mailbox.actor import Mailbox
         from apps.mailbox.services.reads import stored_message_count
 
-        register_counter("stored_email_messages", stored_message_count)
+        # A user the Mailbox never ran for has no stored mail: counted 0 without asking.
+        register_counter("stored_email_messages", stored_message_count, actor=Mailbox.name)
         # The outbox relay runs tasks by name in whatever process relays (web, lane, worker).
         from apps.mailbox import tasks  # noqa: F401

@@ -43,6 +43,49 @@ def test_summary_counts_the_owners_rows_only(owner, outsider):
     assert rows_by_name(services.usage_summary(owner, now=NOON))["job_runs_per_day"]["used"] == 0
 
 
+def test_the_row_counts_buckets_and_actor_state_are_one_query(owner, outsider):
+    """counters.read_local: every table-backed count, the storage buckets' estimate and the
+    user's actor table sets in ONE statement, each counting the owner's rows only."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.entitlements.services import counters
+    from apps.jobs.actor import RunLog
+    from apps.packages.models import UserStorageBucket
+
+    def bucket(user, storage_id: str, size: int) -> None:
+        UserStorageBucket.objects.create(
+            user_id=user.stable_user_id,
+            storage_id=storage_id,
+            kind="job",
+            estimated_bytes=size,
+            last_seen_at=NOON,
+        )
+
+    bucket(owner, "job:a", 100)
+    bucket(owner, "job:b", 20)
+    bucket(outsider, "job:c", 5000)
+    names = ["repos", "scheduled_jobs", "secrets", "saved_packages", "repo_sessions"]
+    counters.read_local(owner.stable_user_id, names)  # learns which tables exist
+    with CaptureQueriesContext(connection) as queries:
+        local = counters.read_local(owner.stable_user_id, names)
+    assert len(queries) == 1
+    assert local.tables == {"repos": 0, "scheduled_jobs": 0, "secrets": 0, "saved_packages": 0}
+    assert local.bucket_bytes == 120
+    assert not local.schema and not local.has_state("concurrent_workflows")  # no schema yet
+    RunLog.call(owner.stable_user_id, "concurrent_workflows")  # creates RunLog's table set
+    assert counters.read_local(owner.stable_user_id, names).has_state("concurrent_workflows")
+    assert not counters.read_local("0" * 64, names).has_state("concurrent_workflows")
+
+
+def test_a_user_the_mailbox_never_ran_for_has_no_stored_mail_without_asking(owner, monkeypatch):
+    from apps.mailbox.actor import Mailbox
+
+    monkeypatch.setattr(Mailbox, "call", lambda *a, **k: pytest.fail("Mailbox asked"))
+    rows = rows_by_name(services.usage_summary(owner, now=NOON))
+    assert rows["stored_email_messages"]["used"] == 0
+
+
 def test_summary_degrades_when_the_meter_does_not_answer(owner):
     timeout = ActorCallTimeout("entitlements.UserMeter", "snapshot", "x", 3)
     with mock.patch("apps.entitlements.services.metering.UserMeter.call", side_effect=timeout):

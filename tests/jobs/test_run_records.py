@@ -127,6 +127,42 @@ def test_the_meter_counts_the_owners_active_workflows(owner, outsider):
     assert {w["status"] for w in body["workflows"]} == {"success", "queued"}
 
 
+def test_the_usage_summary_counts_workflows_inside_its_meter_call(owner, outsider, monkeypatch):
+    """The summary's concurrent_workflows is RunLog's count, read by the UserMeter's snapshot
+    in the same schema (RUN's schema count): no RunLog call of its own."""
+    from apps.entitlements.services import usage_summary
+    from apps.jobs.actor.runlog import CONCURRENT_WORKFLOWS_SQL
+
+    one = workflow(owner)
+    workflow(owner, "second")
+    workflow(outsider)
+    runs.move_workflow(owner.stable_user_id, one["id"], "success")
+    assert "workflow_projections" in CONCURRENT_WORKFLOWS_SQL
+    asked: list[str] = []
+    real_call = RunLog.call
+
+    def call(user_id, method, *args, **kwargs):  # type: ignore[no-untyped-def]
+        asked.append(method)
+        return real_call(user_id, method, *args, **kwargs)
+
+    monkeypatch.setattr(RunLog, "call", call)
+    rows = {r["resource"]: r for r in usage_summary(owner)["resources"]}
+    assert (
+        rows["concurrent_workflows"]["used"]
+        == 1
+        == count(owner.stable_user_id, "concurrent_workflows")
+    )
+    assert asked == ["concurrent_workflows"]  # the count() above, not the summary
+
+
+def test_the_usage_summary_counts_no_workflows_for_a_user_runlog_never_ran_for(owner, monkeypatch):
+    from apps.entitlements.services import usage_summary
+
+    monkeypatch.setattr(RunLog, "call", lambda *a, **k: pytest.fail("RunLog asked"))
+    rows = {r["resource"]: r for r in usage_summary(owner)["resources"]}
+    assert rows["concurrent_workflows"]["used"] == 0
+
+
 def test_a_start_past_the_plan_limit_is_refused_and_writes_nothing(owner):
     for n in range(FREE_WORKFLOWS):
         workflow(owner, f"wf-{n}")

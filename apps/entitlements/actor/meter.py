@@ -475,25 +475,39 @@ class UserMeter(Actor):
 
     # --- reads for the account UI, export, purge ------------------------------------------
 
-    def snapshot(self, day: str) -> Snapshot:
-        """Everything the usage page needs from the meter, in one call."""
+    def snapshot(self, day: str, counts: list[str] | None = None) -> Snapshot:
+        """Everything the usage page needs from the meter, in one call and ONE statement (the
+        retention prune, the day's counters, stored bytes, service counts); ``counts``: the
+        registered schema counts of other actors to take with it (``counters``), answered
+        under ``"counts"`` (a name with no schema count is left out)."""
+        from apps.entitlements.services.counters import schema_count_sql
+
         when = _day(day)
+        asked = [(name, schema_count_sql(name)) for name in counts or ()]
+        asked = [(name, sql) for name, sql in asked if sql]
+        extra = "".join(f", ({sql})" for _, sql in asked)
         with connection.cursor() as cursor:
-            self._prune(cursor, when)
-            daily = {resource: 0 for resource in sorted(RESOURCES)} | self._counts(cursor, when)
-            storage = self._storage(cursor)
             cursor.execute(
-                f"SELECT COUNT(*) FILTER (WHERE status = 'running'),"
-                " COUNT(*) FILTER (WHERE status = 'running' AND mode = 'persistent')"
-                f" FROM {SERVICES}"
+                f"WITH {_PRUNE} SELECT"
+                f" (SELECT json_object_agg(resource, count) FROM {COUNTERS} WHERE day = %(day)s),"
+                f" (SELECT bytes FROM {STORAGE} WHERE id = 1),"
+                f" (SELECT COUNT(*) FROM {SERVICES} WHERE status = 'running'),"
+                f" (SELECT COUNT(*) FROM {SERVICES} WHERE status = 'running'"
+                f"  AND mode = 'persistent'){extra}",
+                {"cutoff": _cutoff(when), "day": when},
             )
-            running, persistent = cursor.fetchone()
-        return {
+            found, stored, running, persistent, *extras = cursor.fetchone()
+        daily = {resource: 0 for resource in sorted(RESOURCES)}
+        daily |= {resource: int(count) for resource, count in (found or {}).items()}
+        reply: Snapshot = {
             "day": when.isoformat(),
             "daily": daily,
-            "storage_bytes": storage[0] if storage else 0,
+            "storage_bytes": stored or 0,
             "package_services": {"running": running, "persistent_running": persistent},
         }
+        if asked:
+            reply["counts"] = {name: int(n) for (name, _), n in zip(asked, extras, strict=True)}
+        return reply
 
     def daily_history(self) -> list[CounterRow]:
         """Every retained daily counter row (the operator parity view; meter-only counts)."""

@@ -85,6 +85,7 @@ class Snapshot(TypedDict):
     daily: dict[str, int]
     storage_bytes: int
     package_services: ServiceCounts
+    counts: NotRequired[dict[str, int]]  # the schema counts asked for, by resource
 
 
 class CounterRow(TypedDict):

@@ -9,7 +9,8 @@ app registers with ``register_counter``. Until it does, the resource reports ``N
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from django.db import connection
 
@@ -17,6 +18,13 @@ from apps.entitlements.services import metering as meter
 
 Counter = Callable[[str], int | None]  # stable_user_id -> current use
 _COUNTERS: dict[str, Counter] = {}
+# resource -> the actor that is its authority (a user it never ran for has none: 0).
+_COUNTER_ACTORS: dict[str, str] = {}
+# resource -> one ``SELECT COUNT(*) …`` over that actor's own tables, for the UserMeter's
+# ``snapshot`` to run in the user's schema, in its own transaction: the usage summary then
+# asks no second actor (the same schema and owner-row lock, as the JobManager writes the
+# RunLog's run records). Only asked for when the actor's table set exists.
+_SCHEMA_COUNTS: dict[str, str] = {}
 
 # resource -> (table, SQL condition with %(uid)s); every condition is owner-scoped.
 _TABLE_COUNTS: dict[str, tuple[str, str]] = {
@@ -30,8 +38,24 @@ _TABLE_COUNTS: dict[str, tuple[str, str]] = {
 }
 
 
-def register_counter(name: str, counter: Counter) -> None:
+def register_counter(
+    name: str, counter: Counter, *, actor: str | None = None, schema_count: str | None = None
+) -> None:
+    """``counter(uid)`` counts ``name`` for one user. ``actor``: the actor whose state it
+    counts, so a user with no tables of that actor counts 0 without a call; ``schema_count``:
+    the same count as one SQL statement over that actor's tables (unqualified: it runs with
+    the user's schema as the search path), read inside the meter's snapshot."""
+    if schema_count is not None and actor is None:
+        raise ValueError("a schema count reads an actor's tables: name the actor")
     _COUNTERS[name] = counter
+    if actor is not None:
+        _COUNTER_ACTORS[name] = actor
+    if schema_count is not None:
+        _SCHEMA_COUNTS[name] = schema_count
+
+
+def schema_count_sql(name: str) -> str | None:
+    return _SCHEMA_COUNTS.get(name)
 
 
 # Tables seen to exist (migrations add tables and never drop these): asked of the catalog
@@ -47,6 +71,64 @@ def _table_count(table: str, condition: str, uid: str) -> int | None:
             _EXISTING.add(table)
         cursor.execute(f'SELECT COUNT(*) FROM "{table}" WHERE {condition}', {"uid": uid})
         return int(cursor.fetchone()[0])
+
+
+@dataclass(frozen=True)
+class Local:
+    """What ``read_local`` found for one user in one query."""
+
+    tables: dict[str, int | None]  # resource -> its table count (None: no such table)
+    bucket_bytes: int  # the storage buckets' estimated bytes
+    schema: bool  # the user has a (not purged) schema
+    created: frozenset[str] | None  # its actor table sets (None: all of them)
+
+    def has_state(self, name: str) -> bool:
+        """Whether the actor behind counter ``name`` has tables for this user (True for a
+        counter that names no actor: it decides for itself)."""
+        from kody.userschema import tablesets
+
+        actor = _COUNTER_ACTORS.get(name)
+        if actor is None or actor not in tablesets.sets():
+            return True
+        if not self.schema:
+            return False
+        return tablesets.is_created(None if self.created is None else list(self.created), actor)
+
+
+def read_local(uid: str, names: Iterable[str]) -> Local:
+    """The table counts among ``names``, the storage buckets' estimate and the user's actor
+    table sets, in ONE query (the usage summary's; before, one round trip each)."""
+    from apps.packages.models import UserStorageBucket
+    from kody.userschema.schemas import PURGED, REGISTRY
+
+    wanted = [name for name in names if name in _TABLE_COUNTS]
+    tables: dict[str, int | None] = {name: None for name in wanted}
+    with connection.cursor() as cursor:
+        missing = {_TABLE_COUNTS[name][0] for name in wanted} - _EXISTING
+        if missing:
+            _EXISTING.update(missing & set(connection.introspection.table_names(cursor)))
+        present = [name for name in wanted if _TABLE_COUNTS[name][0] in _EXISTING]
+        columns = [
+            f'(SELECT COUNT(*) FROM "{table}" WHERE {condition})'
+            for table, condition in (_TABLE_COUNTS[name] for name in present)
+        ]
+        buckets = UserStorageBucket._meta.db_table
+        columns += [
+            f"(SELECT COALESCE(SUM(estimated_bytes), 0) FROM {buckets} WHERE user_id = %(uid)s)",
+            f"EXISTS (SELECT 1 FROM {REGISTRY} WHERE user_id = %(uid)s AND version <> {PURGED})",
+            f"(SELECT table_sets FROM {REGISTRY} WHERE user_id = %(uid)s)",
+        ]
+        cursor.execute("SELECT " + ", ".join(columns), {"uid": uid})
+        row = cursor.fetchone()
+    for index, name in enumerate(present):
+        tables[name] = int(row[index])
+    bucket_bytes, schema, created = row[len(present) :]
+    return Local(
+        tables=tables,
+        bucket_bytes=int(bucket_bytes),
+        schema=bool(schema),
+        created=None if created is None else frozenset(created),
+    )
 
 
 def _storage_bytes(uid: str) -> int:

@@ -101,7 +101,13 @@ def count_package_services(uid: str, *, status: str = "running", mode: str | Non
     return int(_call(uid, "count_package_service_states", status=status, mode=mode))
 
 
-def snapshot(uid: str, day: str, timeout: float | None = None) -> Snapshot:
+def snapshot(
+    uid: str, day: str, timeout: float | None = None, counts: list[str] | None = None
+) -> Snapshot:
+    """The meter's reads for the usage summary; ``counts``: registered schema counts to
+    take in the same call (``counters.register_counter(..., schema_count=...)``)."""
+    if counts:
+        return _call(uid, "snapshot", timeout=timeout, day=day, counts=counts)
     return _call(uid, "snapshot", timeout=timeout, day=day)
 
 

@@ -14,7 +14,6 @@ from apps.entitlements.services import counters
 from apps.entitlements.services import metering as meter
 from apps.entitlements.services.enforcement import next_utc_midnight, user_id_of, utc_day
 from apps.entitlements.services.plan_cache import cached_plan
-from apps.entitlements.services.storage import bucket_estimate_total
 from kody.actors import ActorError
 
 log = logging.getLogger(__name__)
@@ -23,7 +22,12 @@ log = logging.getLogger(__name__)
 HIGH_SHARE = 0.8
 # A page render waits this long for the meter, then shows limits without counts.
 SNAPSHOT_TIMEOUT_SECONDS = 3.0
-EMPTY_SNAPSHOT: dict[str, Any] = {"daily": {}, "storage_bytes": None, "package_services": None}
+EMPTY_SNAPSHOT: dict[str, Any] = {
+    "daily": {},
+    "storage_bytes": None,
+    "package_services": None,
+    "counts": {},
+}
 
 
 def _display(value: int | None, res: Resource) -> str:
@@ -57,20 +61,26 @@ def _row(res: Resource, limit: int, used: int | None, resets_at: datetime | None
     }
 
 
-def _used(uid: str, res: Resource, snapshot: dict[str, Any]) -> int | None:
+def _used(uid: str, res: Resource, snapshot: dict[str, Any], local: counters.Local) -> int | None:
     services = snapshot["package_services"]
     if res.kind is Kind.DAILY:
         value = snapshot["daily"].get(res.name)
         return None if value is None else int(value)
     if res.name == "storage_bytes":
         stored = snapshot["storage_bytes"]
-        return None if stored is None else int(stored) + bucket_estimate_total(uid)
+        return None if stored is None else int(stored) + local.bucket_bytes
     if res.name == "package_services":
         return None if services is None else int(services["running"])
     if res.name == "persistent_package_services":
         return None if services is None else int(services["persistent_running"])
     if res.name == "email_message_bytes":
         return None  # a per-message cap, not an accumulating use
+    if res.name in local.tables:
+        return local.tables[res.name]
+    if res.name in snapshot.get("counts", {}):
+        return int(snapshot["counts"][res.name])
+    if not local.has_state(res.name):
+        return 0  # its actor never ran for this user: nothing to count, nobody to ask
     return counters.count(uid, res.name)
 
 
@@ -80,13 +90,21 @@ def usage_summary(user: Any, *, now: datetime | None = None) -> dict[str, Any]:
     Each row: ``resource``, ``label``, ``kind`` (daily/count/bytes), ``unit``, ``limit``,
     ``used`` (today for daily resources, current otherwise; None when not measured here),
     ``resets_at`` (next UTC midnight for daily resources, else None), ``percent`` and display
-    strings. One UserMeter read serves every meter-backed row.
+    strings. Three round trips in all: the cached plan, ONE query for the row counts, the
+    storage buckets and which actors have state (``counters.read_local``), and ONE UserMeter
+    call that also counts, in the same transaction, what other actors registered as schema
+    counts (``concurrent_workflows``). A counter with neither form is asked on its own.
     """
     now = now or timezone.now()
     uid = user_id_of(user)
     plan: Plan = cached_plan(uid)
+    names = [res.name for res in RESOURCES.values() if res.kind is not Kind.DAILY]
+    local = counters.read_local(uid, names)
+    in_meter = [name for name in names if counters.schema_count_sql(name) and local.has_state(name)]
     try:
-        snapshot = meter.snapshot(uid, utc_day(now), timeout=SNAPSHOT_TIMEOUT_SECONDS)
+        snapshot = meter.snapshot(
+            uid, utc_day(now), timeout=SNAPSHOT_TIMEOUT_SECONDS, counts=in_meter
+        )
         metered = True
     except ActorError:
         log.warning("usage summary without meter counts user=%s", uid, exc_info=True)
@@ -96,7 +114,7 @@ def usage_summary(user: Any, *, now: datetime | None = None) -> dict[str, Any]:
         _row(
             res,
             LIMITS[plan][res.name],
-            _used(uid, res, snapshot),
+            _used(uid, res, snapshot, local),
             midnight if res.kind is Kind.DAILY else None,
         )
         for res in RESOURCES.values()

@@ -37,6 +37,15 @@ TRIAGE = ("none", "investigating", "expected", "fixed", "ignored")
 EXPORT_PHASES = ("runs", "ledger", "workflows", "jobs", "packages", "milestones")
 
 
+# ``concurrent_workflows`` as one statement over RunLog's own table, for the meter's snapshot to
+# read in the same transaction (``counters.register_counter(..., schema_count=...)``); equal
+# to ``RunLog.concurrent_workflows`` (tests/jobs/test_runlog.py checks).
+CONCURRENT_WORKFLOWS_SQL = (
+    f"SELECT COUNT(*) FROM {m.WorkflowProjection._meta.db_table}"
+    f" WHERE status IN ({', '.join(repr(s) for s in ACTIVE_WORKFLOW)})"
+)
+
+
 class RunNotFound(LookupError):
     pass
 
