@@ -26,12 +26,14 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 from _harness import ROOT, database_url, pct, setup_django, shard_worker
+from queue_cpu import children, cpu_seconds, postgres_pids, redis_pid
 
 # --target: accountUsage is the issue's row (two meter-actor round trips and a dozen queries a
 # call); whoami does no I/O, so its row is the scheduling pipeline alone.
@@ -185,6 +187,128 @@ def lags(people: list[Any], start: datetime) -> list[float]:
     return found
 
 
+def _shape(query: str) -> str:
+    """A statement's start with schemas, literals and numbers made alike."""
+    import re
+
+    query = re.sub(r"\s+", " ", query)
+    query = re.sub(r"u_[0-9a-f]{8,}", "u_*", query)
+    query = re.sub(r"'[^']*'", "?", query)
+    return re.sub(r"\b\d+\b", "N", query)[:90]
+
+
+class Watch:
+    """During the drain: CPU seconds per process kind from ``/proc`` (sampled every 0.5 s, so a
+    Postgres backend that comes and goes is counted), what Postgres backends are doing
+    (``pg_stat_activity`` every 20 ms: state, wait event, the statement's start) and, with
+    ``--py-spy DIR``, py-spy flame data (raw) of each shard worker and the default worker."""
+
+    def __init__(self, shards: list[subprocess.Popen], default: subprocess.Popen, spy: str):
+        self.kinds = {"shard": [p.pid for p in shards], "default": [default.pid]}
+        self.default_pid = default.pid
+        self.first: dict[int, float] = {}
+        self.last: dict[int, tuple[str, float]] = {}
+        self.activity: dict[str, int] = {}
+        self.done = threading.Event()
+        self.spy_dir = spy
+        self.spies: list[subprocess.Popen] = []
+
+    def _pids(self) -> dict[int, str]:
+        found = {pid: kind for kind, pids in self.kinds.items() for pid in pids}
+        found.update({pid: "default" for pid in children(self.default_pid)})
+        found.update({pid: "pg" for pid in postgres_pids()})
+        rd = redis_pid()
+        if rd:
+            found[rd] = "redis"
+        found[os.getpid()] = "driver"
+        return found
+
+    def _cpu_loop(self) -> None:
+        while True:
+            for pid, kind in self._pids().items():
+                used = cpu_seconds(pid)
+                self.first.setdefault(pid, 0.0 if self.started_once else used)
+                if used:
+                    self.last[pid] = (kind, used)
+            self.started_once = True
+            if self.done.wait(0.5):
+                break
+
+    def _pg_loop(self) -> None:
+        import psycopg
+        from django.db import connection
+
+        conn = psycopg.connect(**connection.get_connection_params(), autocommit=True)
+        while not self.done.wait(0.02):
+            for state, event, query in conn.execute(
+                "SELECT state, coalesce(wait_event_type || ':' || wait_event, 'cpu'),"
+                " left(query, 200) FROM pg_stat_activity"
+                " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+                " AND datname = current_database() AND state <> 'idle'"
+            ).fetchall():
+                query = _shape(query) if state == "active" else ""
+                key = f"{state[:12]:12} {event[:24]:24} {query}"
+                self.activity[key] = self.activity.get(key, 0) + 1
+        conn.close()
+
+    def __enter__(self) -> Watch:
+        self.started_once = False
+        self.started = time.monotonic()
+        self.threads = [
+            threading.Thread(target=self._cpu_loop),
+            threading.Thread(target=self._pg_loop),
+        ]
+        for t in self.threads:
+            t.start()
+        if self.spy_dir:
+            os.makedirs(self.spy_dir, exist_ok=True)
+            spy = [os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "-r", "50"]
+            spy += ["--nonblocking", "--format", "raw"]
+            for kind, pids in self.kinds.items():
+                for pid in pids:
+                    out = os.path.join(self.spy_dir, f"{kind}-{pid}.txt")
+                    extra = ["--subprocesses"] if kind == "default" else []
+                    self.spies.append(
+                        subprocess.Popen(
+                            [*spy, *extra, "-o", out, "-p", str(pid)],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL,
+                        )
+                    )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.monotonic() - self.started
+        self.done.set()
+        for t in self.threads:
+            t.join()
+        for spy in self.spies:
+            spy.send_signal(signal.SIGINT)
+        for spy in self.spies:
+            try:
+                spy.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                spy.kill()
+
+    def report(self, jobs: int) -> None:
+        used: dict[str, float] = {}
+        for pid, (kind, last) in self.last.items():
+            used[kind] = used.get(kind, 0.0) + last - self.first.get(pid, 0.0)
+        total = sum(used.values())
+        print(
+            "CPU s "
+            + " / ".join(f"{k} {v:.1f}" for k, v in sorted(used.items()))
+            + f"; total {total:.1f} s over {self.seconds:.1f} s"
+            + f" ({total / max(self.seconds, 1e-9):.2f} CPUs);"
+            + f" {total / max(jobs, 1) * 1000:.1f} ms/job"
+        )
+        samples = sum(self.activity.values())
+        if samples:
+            print(f"pg_stat_activity, {samples} non-idle backend samples:")
+            for key, n in sorted(self.activity.items(), key=lambda item: -item[1])[:25]:
+                print(f"  {n / samples:6.1%}  {key}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scale", type=float, default=1.0)
@@ -193,6 +317,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=300, help="hard cap, seconds")
     parser.add_argument("--target", choices=sorted(TARGETS), default="accountUsage")
+    parser.add_argument("--watch", action="store_true", help="CPU per process, pg_stat_activity")
+    parser.add_argument("--py-spy", default="", help="record the workers into DIR (raw)")
     parser.add_argument(
         "--shard-processes",
         type=int,
@@ -217,16 +343,21 @@ def main() -> None:
         f" shard-worker processes {args.shard_processes or 'default'}"
     )
     try:
-        with shard_worker(processes=args.shard_processes):
+        with shard_worker(processes=args.shard_processes) as shards:
             purge_default_queue()
             people = seed(users, per_user)
             time.sleep(1.5)  # the last user's jobs are due too
             print(f"seeded {users * per_user} due jobs")
             base = baseline(people[: max(1, len(people) // 10)], per_user)
             base_total = sum(base) * len(people) / max(1, len(people) // 10)
-            with default_worker(args.concurrency):
+            watch = None
+            with default_worker(args.concurrency) as worker:
                 start = timezone.now()
-                seconds, done, first_claim = drain(people, deadline)
+                if args.watch or args.py_spy:
+                    with Watch(shards, worker, args.py_spy) as watch:
+                        seconds, done, first_claim = drain(people, deadline)
+                else:
+                    seconds, done, first_claim = drain(people, deadline)
             found = lags(people, start)
     except OutOfTime:
         print(f"cut off by --timeout {args.timeout}s")
@@ -245,6 +376,8 @@ def main() -> None:
         f" {jobs} calls serially ~{base_total:.1f} s;"
         f" drain / serial baseline = {seconds / base_total:.2f}x"
     )
+    if watch is not None:
+        watch.report(done)
     print(f"load average {os.getloadavg()[0]:.1f}")
 
 
