@@ -52,6 +52,15 @@ def postgres_pids() -> list[int]:
     return [pid, *children(pid)]
 
 
+def redis_commands() -> dict[str, int]:
+    """Calls per Redis command so far (``INFO commandstats``; a script's own commands count
+    under their names as well as under ``evalsha``)."""
+    from kody.actors import transport
+
+    stats = transport.client().info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+
+
 def redis_pid() -> int | None:
     from kody.actors import transport
 
@@ -121,6 +130,7 @@ def main() -> None:
                 )
         waits: dict[str, int] = {}
         done = threading.Event()
+        commands_before = redis_commands()
 
         def sample() -> None:
             import psycopg
@@ -147,6 +157,7 @@ def main() -> None:
         after = {kind: sum(map(cpu_seconds, pids)) for kind, pids in kinds.items()}
         done.set()
         sampler.join()
+        commands_after = redis_commands()
         for spy in spies:
             spy.wait()
     calls = stats["per_s"] * elapsed
@@ -165,6 +176,20 @@ def main() -> None:
         f"p50 {stats['p50_ms']:.2f} ms (load {load})"
     )
     total = sum(used.values())
+    spent = {
+        name: commands_after[name] - commands_before.get(name, 0)
+        for name in commands_after
+        if commands_after[name] != commands_before.get(name, 0)
+    }
+    per_call = sum(spent.values()) / calls
+    print(
+        f"  redis commands per call: {per_call:.2f} ("
+        + ", ".join(f"{n} {c / calls:.2f}" for n, c in sorted(spent.items(), key=lambda i: -i[1]))
+        + ")"
+    )
+    # The answer script deletes the in-flight list once per batch.
+    batches = spent.get("del", 0)
+    print(f"  batches: {batches}, {calls / max(1, batches):.1f} calls per batch (mean)")
     for kind, seconds in sorted(used.items(), key=lambda item: -item[1]):
         print(
             f"  {kind:14} {seconds:6.2f} s CPU  {seconds / calls * 1000:6.3f} ms/call"

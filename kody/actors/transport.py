@@ -6,6 +6,13 @@ waiting for an answer blocks on its reply key; pushing the call and starting the
 in one round trip. See ``kody.actors.worker`` for the consumer side and ADR 0006 for why this
 is not one Celery task per call.
 
+The hot path (a call's push-and-wait, a cast's push, the consumer's scripts) goes over a
+``Line``: one plain RESP connection per thread, written once and read once per round trip.
+redis-py's pooled client spends ~120 us of CPU and six system calls on one command here (a
+pool health check of three calls, a socket timeout switch), a ``Line`` ~15 us and two; on a
+host whose CPUs Postgres, the workers and the callers share, that is throughput (ADR 0029).
+Everything else (cluster, TLS, admin, tests) keeps redis-py.
+
 Every key of shard N carries the Redis Cluster hash tag ``{actors.shard-N}``, so all of a
 shard's keys live in one hash slot: the consumer's Lua scripts and the caller's push-and-wait
 run unchanged on a single Redis or on Redis Cluster / Valkey. The Celery queue name a worker
@@ -16,10 +23,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
+import socket
+import threading
+from collections.abc import Sequence
 
 import redis
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from redis._parsers.base import BaseParser
+from redis.connection import parse_url
 
 QUEUE_PREFIX = "actors.shard-"
 REPLY_TTL_SECONDS = 300
@@ -120,11 +133,210 @@ def client() -> redis.Redis | redis.RedisCluster:
     return _client(redis_url())
 
 
+Arg = str | bytes | int | float
+
+
+def _pack(args: Sequence[Arg]) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        if isinstance(arg, str):
+            data = arg.encode()
+        elif isinstance(arg, bytes):
+            data = arg
+        else:
+            data = repr(arg).encode()
+        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    return b"".join(out)
+
+
+class Line:
+    """One connection to a plain Redis (unix socket or TCP, no TLS), used by one thread.
+
+    ``send`` writes any number of commands in one ``sendall`` and reads their replies
+    (RESP2) in order: a pipeline without a pool, a health check or a socket timeout. A
+    blocking command's wait is bounded by its own timeout. An error reply is raised, typed as
+    redis-py types it (``LOADING`` is a ``BusyLoadingError``, a connection error), after the
+    other replies were read (the line stays usable); any
+    socket or protocol failure closes the line and raises ``redis.ConnectionError``, which
+    callers treat as an outage. A line that fails on its first write after sitting idle
+    (the server restarted, an idle timeout) reconnects once and resends: a call pushed twice
+    is answered from its record, like redis-py's own retry."""
+
+    def __init__(self, url: str) -> None:
+        self.params = parse_url(url)
+        self.sock: socket.socket | None = None
+        self.buf = bytearray()
+        self.pos = 0
+
+    def _connect(self) -> socket.socket:
+        params = self.params
+        self.close()
+        try:
+            if "path" in params:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(5)
+                    sock.connect(params["path"])
+                except BaseException:
+                    sock.close()
+                    raise
+            else:
+                sock = socket.create_connection(
+                    (params.get("host", "localhost"), params.get("port", 6379)), timeout=5
+                )
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(None)
+        except OSError as exc:
+            raise redis.ConnectionError(f"actor broker: {exc}") from exc
+        self.sock, self.buf, self.pos = sock, bytearray(), 0
+        hello: list[list[Arg]] = []
+        if params.get("password"):
+            auth: list[Arg] = ["AUTH"]
+            if params.get("username"):
+                auth.append(params["username"])
+            hello.append([*auth, params["password"]])
+        if params.get("db"):
+            hello.append(["SELECT", params["db"]])
+        if hello:
+            self._exchange(b"".join(_pack(command) for command in hello), len(hello))
+        return sock
+
+    def close(self) -> None:
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            finally:
+                self.sock = None
+
+    def send(self, *commands: Sequence[Arg]) -> list[object]:
+        payload = b"".join(_pack(command) for command in commands)
+        fresh = self.sock is None
+        try:
+            if fresh:
+                self._connect()
+            return self._exchange(payload, len(commands))
+        except _Dropped:
+            if fresh:
+                raise redis.ConnectionError("the actor broker closed the connection") from None
+        # A reused line that died before answering anything: once more on a new one.
+        self._connect()
+        try:
+            return self._exchange(payload, len(commands))
+        except _Dropped:
+            raise redis.ConnectionError("the actor broker closed the connection") from None
+
+    def _exchange(self, payload: bytes, count: int) -> list[object]:
+        sock = self.sock
+        assert sock is not None
+        replies: list[object] = []
+        try:
+            sock.sendall(payload)
+            for _ in range(count):
+                replies.append(self._reply())
+        except _Dropped:
+            partial = bool(replies or self.buf)
+            self.close()
+            if partial:
+                # Part of an answer came: what the server did is unknown, never resend.
+                raise redis.ConnectionError("the actor broker closed the connection") from None
+            raise
+        except OSError as exc:
+            self.close()
+            if isinstance(exc, (BrokenPipeError, ConnectionResetError)) and not replies:
+                raise _Dropped from exc
+            raise redis.ConnectionError(f"actor broker: {exc}") from exc
+        except BaseException:
+            # Interrupted mid-reply (a signal, a timeout exception): the stream is unusable.
+            self.close()
+            raise
+        failed = [reply for reply in replies if isinstance(reply, redis.RedisError)]
+        if failed:
+            raise failed[0]
+        return replies
+
+    def _fill(self) -> None:
+        assert self.sock is not None
+        if self.pos:
+            del self.buf[: self.pos]
+            self.pos = 0
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise _Dropped
+        self.buf += chunk
+
+    def _line(self) -> bytes:
+        while True:
+            end = self.buf.find(b"\r\n", self.pos)
+            if end >= 0:
+                line = bytes(self.buf[self.pos : end])
+                self.pos = end + 2
+                return line
+            self._fill()
+
+    def _reply(self) -> object:
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            size = int(rest)
+            if size < 0:
+                return None
+            while len(self.buf) - self.pos < size + 2:
+                self._fill()
+            data = bytes(self.buf[self.pos : self.pos + size])
+            self.pos += size + 2
+            return data
+        if kind == b"*":
+            size = int(rest)
+            return None if size < 0 else [self._reply() for _ in range(size)]
+        if kind == b"+":
+            return rest
+        if kind == b"-":
+            # Typed as redis-py types them: LOADING is a BusyLoadingError (an outage), ...
+            return BaseParser.parse_error(rest.decode(errors="replace"))
+        self.close()
+        raise redis.ConnectionError(f"actor broker: unexpected reply {line[:40]!r}")
+
+
+class _Dropped(Exception):
+    """The server closed the line before a whole reply came back."""
+
+
+_lines = threading.local()
+
+
+def line() -> Line | None:
+    """This thread's ``Line`` to the shard Redis, or None where redis-py must do the work (a
+    cluster, TLS). Rebuilt after a fork and when the URL changes."""
+    url = redis_url()
+    key = (url, os.getpid())
+    found = getattr(_lines, "line", None)
+    if found is not None and _lines.key == key:
+        return found
+    if found is not None:
+        found.close()
+    made = None if is_cluster_url(url) or url.startswith("rediss://") else Line(url)
+    _lines.line, _lines.key = made, key
+    return made
+
+
 def push(shard: int, message: str) -> None:
-    client().lpush(queue_key(shard), message)
+    lane = line()
+    if lane is None:
+        client().lpush(queue_key(shard), message)
+    else:
+        lane.send(["LPUSH", queue_key(shard), message])
 
 
 def push_and_wait(shard: int, message: str, call_id: str, timeout: float) -> bytes | None:
+    """Push a call and wait for its reply: one write, one read (two on a cluster)."""
+    lane = line()
+    if lane is not None:
+        _, reply = lane.send(
+            ["LPUSH", queue_key(shard), message], ["BLPOP", reply_key(shard, call_id), timeout]
+        )
+        return None if reply is None else reply[1]  # type: ignore[index]
     redis_client = client()
     if isinstance(redis_client, redis.RedisCluster):
         # Both keys share the shard's hash slot, but a cluster pipeline cannot carry a

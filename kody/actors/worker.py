@@ -12,7 +12,8 @@ has exactly one writer, concurrency 1). A thread:
 3. moves up to ``KODY_ACTOR_BATCH_SIZE`` calls at once from the queue to its in-flight list.
    When the queue is empty it waits with ``BLMOVE queue queue RIGHT RIGHT`` (a rotation of
    the list onto itself that moves nothing) and then takes, so batches form only under load
-   and a lone caller never waits for one to fill;
+   and a lone caller never waits for one to fill. A take or answer that found the queue
+   empty goes straight to that wait (no second look);
 4. runs them through ``kody.actors.runtime.execute`` (one transaction for the whole batch,
    a savepoint per user when something fails; the fence is checked before COMMIT), then, after
    the COMMIT, pushes every reply, deletes the in-flight list and takes the next batch in one
@@ -38,6 +39,7 @@ import time
 import uuid
 from typing import Any
 
+import redis
 from celery import bootsteps
 
 log = logging.getLogger("kody.actors.worker")
@@ -145,9 +147,24 @@ class ShardConsumer(threading.Thread):
     # --- fenced Redis operations ----------------------------------------------------------
 
     def _fenced(self, name: str, keys: list[str], args: list[Any], epoch: int) -> Any:
-        return self.scripts[name](
-            keys=[self.lease, self.epoch_key, *keys], args=[self.token, epoch, *args]
-        )
+        keys = [self.lease, self.epoch_key, *keys]
+        args = [self.token, epoch, *args]
+        line = self._line()
+        if line is None:
+            return self.scripts[name](keys=keys, args=args)
+        script = self.scripts[name]
+        try:
+            (result,) = line.send(["EVALSHA", script.sha, len(keys), *keys, *args])
+        except redis.exceptions.NoScriptError:
+            (result,) = line.send(["EVAL", script.script, len(keys), *keys, *args])
+        return result
+
+    def _line(self) -> Any:
+        """The calling thread's own connection (``transport.Line``) for the hot scripts, or
+        None on a cluster; the heartbeat thread gets its own."""
+        from kody.actors import transport
+
+        return transport.line()
 
     def _acquire(self) -> int | None:
         from django.db import DEFAULT_DB_ALIAS, connection, connections
@@ -264,26 +281,33 @@ class ShardConsumer(threading.Thread):
         if pending:
             log.info("shard %s: resuming %d in-flight call(s)", self.shard, len(pending))
         # A batch already taken is finished even when stopping (its answer takes no more).
+        empty = False  # the last look found the queue empty
         while not self.lost.is_set() and (pending or not self.stopping.is_set()):
             if not pending:
-                taken = self._take(epoch)
+                taken = self._take(epoch, wait=empty)
                 if taken is None:
                     return
                 pending = taken
+                empty = not taken
             if pending:
                 pending = self._process(pending, epoch)
+                empty = not pending  # answer-and-take looked at the queue just now
 
-    def _take(self, epoch: int) -> list[bytes] | None:
+    def _take(self, epoch: int, *, wait: bool = False) -> list[bytes] | None:
+        if wait:
+            self._wait_for_a_call()
         taken = self._fenced("take", [self.queue, self.inflight], [self.batch_size], epoch)
-        if taken is None:
-            return None
-        if taken:
-            return list(taken)
-        # Idle: wait for a call without taking it (the list rotates onto itself, moving
-        # nothing), then take under the fence on the next turn. A paused consumer's wait
-        # therefore can never carry a call off.
-        self.redis.blmove(self.queue, self.queue, BLOCK_SECONDS, "RIGHT", "RIGHT")
-        return []
+        return None if taken is None else list(taken)
+
+    def _wait_for_a_call(self) -> None:
+        """Idle: wait for a call without taking it (the list rotates onto itself, moving
+        nothing); the fenced take that follows moves it. A paused consumer's wait therefore
+        can never carry a call off."""
+        line = self._line()
+        if line is None:
+            self.redis.blmove(self.queue, self.queue, BLOCK_SECONDS, "RIGHT", "RIGHT")
+        else:
+            line.send(["BLMOVE", self.queue, self.queue, "RIGHT", "RIGHT", BLOCK_SECONDS])
 
     def _process(self, raw: list[bytes], epoch: int) -> list[bytes]:
         """Run a batch, then answer it and take the next one (returned) in one script."""

@@ -1,0 +1,276 @@
+"""The shard transport's hot path: what a call costs in Redis commands and round trips.
+
+Each test runs on a Redis of its own (started like the embedded one), so ``INFO
+commandstats`` counts only what the test did. A caller's ``call()`` is one write and one
+read on its thread's ``transport.Line`` (LPUSH and BLPOP, nothing else: no pool health
+check, no HELLO); a shard consumer answers a lone caller in three round trips (wait, take,
+answer-and-take) and a busy shard in one per batch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from kody import embedded
+from kody.actors import ActorUnavailable, transport
+from kody.actors.wire import Call, Outcome
+from kody.actors.worker import ShardConsumer
+from tests.kernel.sample_actors import Probe
+
+pytestmark = [pytest.mark.queue]
+
+OURS = {"info", "config"}
+
+
+@pytest.fixture
+def private_redis(settings, tmp_path: Path) -> Iterator[tuple[str, Path, redis.Redis]]:
+    data_dir = tmp_path / "r"
+    url = embedded.start_redis(data_dir)
+    settings.KODY_ACTOR_REDIS_URL = url
+    settings.KODY_ACTOR_SHARDS = 1
+    settings.KODY_ACTORS_INLINE = False
+    admin = redis.Redis.from_url(url)
+    try:
+        yield url, data_dir, admin
+    finally:
+        admin.close()
+        embedded.stop_redis(data_dir)
+
+
+def commands(admin: redis.Redis) -> dict[str, int]:
+    stats = admin.info("commandstats")
+    spent = {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+    # The test's own look (and the reset before it) are not the kernel's.
+    return {name: calls for name, calls in spent.items() if name.split("|")[0] not in OURS}
+
+
+def _wait(condition: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+class Responder(threading.Thread):
+    """Answers every call on shard 0 with its own id: a worker without a database."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.client = redis.Redis.from_url(url)
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            got = self.client.brpop([transport.queue_key(0)], timeout=0.2)
+            if got is None:
+                continue
+            call = Call.decode(got[1])
+            self.client.rpush(
+                transport.reply_key(0, call.id), Outcome.success({"id": call.id}).text
+            )
+
+
+def test_a_call_is_two_commands_in_one_write_on_the_callers_side(private_redis, monkeypatch):
+    url, _, admin = private_redis
+    responder = Responder(url)
+    responder.start()
+    writes: list[int] = []
+    send = transport.Line.send
+
+    def counted(self: transport.Line, *batch: object) -> list[object]:
+        writes.append(len(batch))
+        return send(self, *batch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(transport.Line, "send", counted)
+    try:
+        Probe.call("warm" * 8, "whoami", timeout=10)  # connects the line
+        admin.config_resetstat()
+        writes.clear()
+        for n in range(20):
+            assert Probe.call(f"user{n:04d}" * 4, "whoami", timeout=10)["id"]
+        spent = commands(admin)
+    finally:
+        responder.stop.set()
+        responder.join(timeout=5)
+    assert writes == [2] * 20  # one write of two commands per call
+    # The caller: LPUSH and BLPOP per call; the responder: BRPOP and RPUSH. Nothing else
+    # (no HELLO, PING or CLIENT from a pool; config resetstat itself is not counted).
+    # (The responder's BRPOP count depends on its timing: taken as it is.)
+    assert spent == {"lpush": 20, "blpop": 20, "brpop": spent["brpop"], "rpush": 20}
+
+
+def test_a_cast_is_one_command(private_redis):
+    _, _, admin = private_redis
+    Probe.cast("warm" * 8, "bump")
+    admin.config_resetstat()
+    for _ in range(5):
+        Probe.cast("user" * 8, "bump")
+    spent = commands(admin)
+    assert spent == {"lpush": 5}
+    assert admin.llen(transport.queue_key(0)) == 6
+
+
+def test_a_line_reconnects_once_after_the_server_restarts(private_redis):
+    url, data_dir, _ = private_redis
+    line = transport.line()
+    assert line is not None
+    assert line.send(["SET", "k", "1"]) == [b"OK"]
+    embedded.stop_redis(data_dir)
+    embedded.start_redis(data_dir)
+    # The old socket is dead; the line notices on its write or read and resends on a new one.
+    assert line.send(["INCR", "k"]) == [2]  # the append-only file kept k
+
+
+def test_a_line_to_a_server_that_is_gone_raises_a_connection_error(private_redis):
+    _, data_dir, _ = private_redis
+    line = transport.line()
+    assert line is not None
+    line.send(["PING"])
+    embedded.stop_redis(data_dir)
+    with pytest.raises(redis.ConnectionError):
+        line.send(["PING"])
+    with pytest.raises(ActorUnavailable):  # what dispatch makes of it
+        Probe.call("gone" * 8, "whoami", timeout=1, idempotency_key="k1")
+    embedded.start_redis(data_dir)
+    assert line.send(["PING"]) == [b"PONG"]
+
+
+def test_an_error_reply_raises_and_leaves_the_line_usable(private_redis):
+    line = transport.line()
+    assert line is not None
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        line.send(["SET", "s", "x"], ["LPUSH", "s", "y"], ["GET", "s"])
+    assert line.send(["GET", "s"], ["DEL", "s"], ["GET", "s"]) == [b"x", 1, None]
+    big = b"\x00\r\n" * 100_000  # binary-safe, longer than one read
+    assert line.send(["SET", "b", big], ["GET", "b"], ["LRANGE", "none", 0, -1]) == [
+        b"OK",
+        big,
+        [],
+    ]
+
+
+def test_a_blocking_wait_that_times_out_answers_none(private_redis):
+    reply = transport.push_and_wait(0, "{}", "nobody-answers", 0.05)
+    assert reply is None
+
+
+def test_each_thread_and_each_url_gets_its_own_line(private_redis, settings, tmp_path: Path):
+    mine = transport.line()
+    theirs: list[object] = []
+    thread = threading.Thread(target=lambda: theirs.append(transport.line()))
+    thread.start()
+    thread.join()
+    assert mine is transport.line()
+    assert theirs[0] is not mine
+    settings.KODY_ACTOR_REDIS_URL = "redis+cluster://127.0.0.1:1"
+    assert transport.line() is None  # a cluster keeps redis-py's client
+    settings.KODY_ACTOR_REDIS_URL = "rediss://127.0.0.1:1"
+    assert transport.line() is None  # and so does TLS
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_shard_consumer_answers_a_lone_caller_in_three_round_trips(private_redis, owner_id):
+    _, _, admin = private_redis
+    stopping = threading.Event()
+    consumer = ShardConsumer(0, stopping)
+    consumer.start()
+    try:
+        _wait(lambda: admin.exists(transport.lease_key(0)), "the consumer's lease")
+        assert Probe.call(owner_id, "bump", timeout=30) == 1
+        time.sleep(0.2)  # the consumer is back in its idle wait
+        admin.config_resetstat()
+        for n in range(2, 12):
+            assert Probe.call(owner_id, "bump", timeout=30) == n
+        spent = commands(admin)
+    finally:
+        stopping.set()
+        consumer.join(timeout=30)
+    # Per call: the caller's LPUSH and BLPOP; the consumer's idle wait (BLMOVE), its take and
+    # its answer-and-take (EVALSHA), and a heartbeat renewal now and then.
+    assert spent["lpush"] == spent["blpop"] == 10
+    assert spent["blmove"] <= 10 + 1  # one wait per call, plus the one it is in
+    assert spent["evalsha"] <= 2 * 10 + 2
+    top_level = sum(spent.get(name, 0) for name in ("lpush", "blpop", "blmove", "evalsha", "eval"))
+    assert top_level <= 5 * 10 + 3
+    assert "hello" not in spent and "ping" not in spent
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_busy_shard_answers_each_batch_in_one_round_trip(private_redis, owner_id, outsider_id):
+    _, _, admin = private_redis
+    stopping = threading.Event()
+    consumer = ShardConsumer(0, stopping)
+    consumer.start()
+    seen: dict[str, list[int]] = {owner_id: [], outsider_id: []}
+    errors: list[BaseException] = []
+
+    def run(user: str) -> None:
+        try:
+            for _ in range(25):
+                seen[user].append(Probe.call(user, "bump", timeout=30))
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        _wait(lambda: admin.exists(transport.lease_key(0)), "the consumer's lease")
+        Probe.call(owner_id, "bump", timeout=30)
+        Probe.call(outsider_id, "bump", timeout=30)
+        admin.config_resetstat()
+        callers = [threading.Thread(target=run, args=(user,)) for user in seen for _ in range(4)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join(timeout=120)
+        spent = commands(admin)
+    finally:
+        stopping.set()
+        consumer.join(timeout=30)
+    assert errors == []
+    for revisions in seen.values():
+        assert sorted(revisions) == list(range(2, 102))  # exactly once each
+    # Under load, answering a batch takes the next: the consumer's round trips per call
+    # stay well under the lone caller's three.
+    consumer_trips = spent.get("evalsha", 0) + spent.get("blmove", 0)
+    assert consumer_trips < 3 * 200
+    assert spent["del"] < 200  # one DEL (the in-flight list) per batch: batches formed
+
+
+def test_error_replies_are_typed_as_redis_py_types_them(private_redis):
+    line = transport.line()
+    assert line is not None
+    with pytest.raises(redis.exceptions.NoScriptError):
+        line.send(["EVALSHA", "0" * 40, 0])
+
+
+def test_a_server_still_loading_is_an_outage_for_the_caller(settings, tmp_path: Path):
+    """A Redis that restarted answers LOADING while it reads its append-only file: the
+    caller gets ActorUnavailable (retry with the key), not a bare ResponseError."""
+    import socket as socketlib
+
+    path = tmp_path / "loading.sock"
+    server = socketlib.socket(socketlib.AF_UNIX)
+    server.bind(str(path))
+    server.listen()
+
+    def answer_loading() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while conn.recv(65536):
+                conn.sendall(b"-LOADING Redis is loading the dataset in memory\r\n" * 2)
+
+    thread = threading.Thread(target=answer_loading, daemon=True)
+    thread.start()
+    settings.KODY_ACTOR_REDIS_URL = f"unix://{path}"
+    settings.KODY_ACTOR_SHARDS = 1
+    settings.KODY_ACTORS_INLINE = False
+    try:
+        with pytest.raises(ActorUnavailable):
+            Probe.call("load" * 8, "whoami", timeout=1, idempotency_key="k2")
+    finally:
+        server.close()
