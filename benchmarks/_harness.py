@@ -70,7 +70,7 @@ def shard_worker(
 ) -> Iterator[list[subprocess.Popen]]:
     """Real Celery shard workers on the benchmark database, spread over processes the way
     ``manage.py up`` spreads them (``kody.actors.topology.shard_groups``): one process per
-    group, ``processes`` of them (default ``KODY_ACTOR_WORKER_PROCESSES``)."""
+    group, ``processes`` of them (default ``topology.worker_processes()``)."""
     from django.conf import settings
 
     from kody.actors import transport
@@ -85,7 +85,9 @@ def shard_worker(
         "KODY_ACTOR_LEASE_SECONDS": "2",
         **(extra_env or {}),
     }
-    count = settings.KODY_ACTOR_WORKER_PROCESSES if processes is None else processes
+    from kody.actors.topology import worker_processes
+
+    count = worker_processes() if processes is None else processes
     procs = []
     for index, group in enumerate(shard_groups(settings.KODY_ACTOR_SHARDS, count)):
         argv = [

@@ -216,6 +216,7 @@ def main() -> None:
     from django.conf import settings
 
     from apps.entitlements.actor import UserMeter
+    from kody.actors.topology import worker_processes
     from kody.userschema.schemas import ensure_schema
 
     seconds = options.seconds
@@ -227,7 +228,7 @@ def main() -> None:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
         f"Kernel actor benchmark ({seconds:g}s per row, {settings.KODY_ACTOR_SHARDS} shards over "
-        f"{settings.KODY_ACTOR_WORKER_PROCESSES} worker process(es), batch "
+        f"{worker_processes()} worker process(es), batch "
         f"{settings.KODY_ACTOR_BATCH_SIZE}, {os.cpu_count()} CPUs, load average {load})\n"
     )
 

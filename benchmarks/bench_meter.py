@@ -67,6 +67,8 @@ def main() -> None:
     setup_django()
     from django.conf import settings
 
+    from kody.actors.topology import worker_processes
+
     seconds = options.seconds
     settings.KODY_ACTORS_INLINE = True
     one, *many = make_users(65)
@@ -74,7 +76,7 @@ def main() -> None:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
         f"Meter hot-path benchmark ({seconds:g}s per row, {settings.KODY_ACTOR_SHARDS} shards over"
-        f" {settings.KODY_ACTOR_WORKER_PROCESSES} worker process(es),"
+        f" {worker_processes()} worker process(es),"
         f" batch {settings.KODY_ACTOR_BATCH_SIZE}, load average {load})\n"
     )
 

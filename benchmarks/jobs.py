@@ -323,7 +323,7 @@ def main() -> None:
         "--shard-processes",
         type=int,
         default=None,
-        help="shard-worker processes (default KODY_ACTOR_WORKER_PROCESSES)",
+        help="shard-worker processes (default topology.worker_processes())",
     )
     args = parser.parse_args()
     global TARGET

@@ -179,11 +179,10 @@ KODY_ACTOR_LEASE_SECONDS = envfloat("KODY_ACTOR_LEASE_SECONDS", 15)
 # the Celery broker's Redis.
 KODY_ACTOR_REDIS_URL = envstr("KODY_ACTOR_REDIS_URL")
 # How many shard-worker processes `manage.py up` spreads the shards over (never more than
-# KODY_ACTOR_SHARDS). One by default: a second process measured slower on a 2-CPU host that
-# also runs Postgres and the callers (benchmarks/README.md, ADR 0015); set it to the CPU count
-# on a host that runs shard workers alone. The shard count is not derived from the CPU count:
-# it decides which queue a user's calls go to, so it must be one number fleet-wide.
-KODY_ACTOR_WORKER_PROCESSES = envint("KODY_ACTOR_WORKER_PROCESSES", 1)
+# KODY_ACTOR_SHARDS). 0, the default, means one per CPU (kody.actors.topology.worker_processes;
+# measured in benchmarks/README.md, ADR 0029). The shard count is not derived from the CPU
+# count: it decides which queue a user's calls go to, so it must be one number fleet-wide.
+KODY_ACTOR_WORKER_PROCESSES = envint("KODY_ACTOR_WORKER_PROCESSES", 0)
 KODY_LANE_RETRY_BASE_SECONDS = envint("KODY_LANE_RETRY_BASE_SECONDS", 2)
 # Text embeddings (kody.embeddings): an import path to the embedder class. The vector column's
 # dimension must match it (``manage.py check`` says so); a model change means ``manage.py reindex``.

@@ -7,6 +7,8 @@ shards are spread over processes and machines (docs/architecture/kernel.md).
 
 from __future__ import annotations
 
+import os
+
 from django.conf import settings
 
 from kody.actors.transport import queue_name
@@ -17,10 +19,18 @@ def shard_groups(shards: int, processes: int) -> list[list[int]]:
     return [list(range(start, shards, processes)) for start in range(processes)]
 
 
+def worker_processes() -> int:
+    """Shard-worker processes to start: ``KODY_ACTOR_WORKER_PROCESSES``, or one per CPU when
+    it is 0 (the default); never more than there are shards. Each process has its own GIL, so
+    its consumer threads' Python no longer queues behind another shard's (ADR 0029)."""
+    wanted = settings.KODY_ACTOR_WORKER_PROCESSES or os.cpu_count() or 1
+    return max(1, min(wanted, settings.KODY_ACTOR_SHARDS))
+
+
 def worker_commands(python: str) -> list[list[str]]:
     base = [python, "-m", "celery", "-A", "config", "--workdir", str(settings.BASE_DIR)]
     commands = []
-    groups = shard_groups(settings.KODY_ACTOR_SHARDS, settings.KODY_ACTOR_WORKER_PROCESSES)
+    groups = shard_groups(settings.KODY_ACTOR_SHARDS, worker_processes())
     for index, group in enumerate(groups):
         queues = ",".join(queue_name(shard) for shard in group)
         commands.append(
