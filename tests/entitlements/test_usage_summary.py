@@ -96,6 +96,14 @@ def test_summary_degrades_when_the_meter_does_not_answer(owner):
     assert "unavailable" in html
 
 
+def test_an_agents_usage_read_gets_the_meters_error_not_a_partial_answer(owner):
+    timeout = ActorCallTimeout("entitlements.UserMeter", "snapshot", "x", 3)
+    with mock.patch("apps.entitlements.services.metering.UserMeter.call", side_effect=timeout):
+        with pytest.raises(ActorCallTimeout):
+            services.usage_summary_json(owner, now=NOON)
+        assert services.usage_summary(owner, now=NOON)["metered"] is False  # the page's read
+
+
 def test_the_fragment_is_an_accessible_table_with_a_meter_per_measured_limit(owner):
     services.consume(owner, "email_sends_per_day", 9, now=NOON)
     summary = services.usage_summary(owner, now=NOON)

@@ -84,7 +84,9 @@ def _used(uid: str, res: Resource, snapshot: dict[str, Any], local: counters.Loc
     return counters.count(uid, res.name)
 
 
-def usage_summary(user: Any, *, now: datetime | None = None) -> dict[str, Any]:
+def usage_summary(
+    user: Any, *, now: datetime | None = None, strict: bool = False
+) -> dict[str, Any]:
     """``{"plan", "plan_label", "metered", "daily_resets_at", "resources": [row, ...]}``.
 
     Each row: ``resource``, ``label``, ``kind`` (daily/count/bytes), ``unit``, ``limit``,
@@ -94,6 +96,11 @@ def usage_summary(user: Any, *, now: datetime | None = None) -> dict[str, Any]:
     storage buckets and which actors have state (``counters.read_local``), and ONE UserMeter
     call that also counts, in the same transaction, what other actors registered as schema
     counts (``concurrent_workflows``). A counter with neither form is asked on its own.
+
+    A page (``strict=False``) shows limits without the meter's counts when the meter does not
+    answer in time (``metered`` False). An agent's read (``strict=True``: the API and the
+    ``accountUsage`` capability) gets the meter's error instead (503 ``actor_unavailable``
+    with ``Retry-After``), never a partial answer it could take for "nothing used".
     """
     now = now or timezone.now()
     uid = user_id_of(user)
@@ -107,6 +114,8 @@ def usage_summary(user: Any, *, now: datetime | None = None) -> dict[str, Any]:
         )
         metered = True
     except ActorError:
+        if strict:
+            raise
         log.warning("usage summary without meter counts user=%s", uid, exc_info=True)
         snapshot, metered = EMPTY_SNAPSHOT, False
     midnight = next_utc_midnight(now)
@@ -130,7 +139,7 @@ def usage_summary(user: Any, *, now: datetime | None = None) -> dict[str, Any]:
 
 
 def usage_summary_json(user: Any, *, now: datetime | None = None) -> dict[str, Any]:
-    summary = usage_summary(user, now=now)
+    summary = usage_summary(user, now=now, strict=True)
     rows = [
         {
             key: (value.isoformat() if isinstance(value, datetime) else value)
