@@ -2,30 +2,16 @@
 
 from __future__ import annotations
 
-import threading
-import uuid
-
 import pytest
-from django.db import connections, transaction
+from django.db import transaction
 
 from kody.actors import ActorUnavailable, LockOrderRefused
 from kody.actors.runtime import execute
-from kody.actors.wire import Call
-from kody.userschema.naming import schema_name_for
+from tests.kernel.probes import owner_lock_held
+from tests.kernel.probes import probe_call as probe
 from tests.kernel.sample_actors import Probe
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def probe(user_id: str, method: str, *args: object) -> Call:
-    return Call(
-        id=uuid.uuid4().hex,
-        user_id=user_id,
-        schema=schema_name_for(user_id),
-        actor=Probe.name,
-        method=method,
-        args=list(args),
-    )
 
 
 def test_a_statement_past_the_timeout_fails_alone_and_the_batch_commits(
@@ -57,25 +43,8 @@ def test_a_user_locked_by_an_outer_transaction_fails_alone_after_the_lock_timeou
     for user in (owner_id, outsider_id):
         Probe.call(user, "bump")
     settings.KODY_ACTOR_LOCK_TIMEOUT_MS = 200
-    holding, release = threading.Event(), threading.Event()
-
-    def hold_the_owners_lock() -> None:
-        try:
-            with transaction.atomic():
-                Probe.call(owner_id, "bump")  # inline: the lock lasts until this atomic ends
-                holding.set()
-                release.wait(20)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=hold_the_owners_lock)
-    holder.start()
-    try:
-        assert holding.wait(20)
+    with owner_lock_held(owner_id):  # inline inside atomic(): held until the block ends
         outcomes = execute([probe(owner_id, "bump"), probe(outsider_id, "bump")])
-    finally:
-        release.set()
-        holder.join()
     with pytest.raises(ActorUnavailable) as refused:
         outcomes[0].unwrap()
     assert refused.value.details == {"reason": "lock_timeout"}

@@ -10,34 +10,20 @@ one-user-at-a-time rerun.
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from django.db import connection
 
 from apps.entitlements.actor import UserMeter
 from kody.actors import OwnerMismatch, runtime
 from kody.actors.runtime import execute
-from kody.actors.wire import Call
 from kody.errors import AccountDeleting
 from kody.userschema.naming import schema_name_for
 from kody.userschema.schemas import mark_deleting, unmark_deleting
 from tests.kernel.conftest import new_user_id
+from tests.kernel.probes import probe_call as call
 from tests.kernel.sample_actors import Probe
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def call(user: str, method: str, *args: object, schema_of: str | None = None, **kw: object) -> Call:
-    return Call(
-        id=uuid.uuid4().hex,
-        user_id=user,
-        schema=schema_name_for(schema_of or user),
-        actor=kw.pop("actor", Probe.name),  # type: ignore[arg-type]
-        method=method,
-        args=list(args),
-        kwargs=dict(kw),
-    )
 
 
 @pytest.fixture

@@ -10,11 +10,8 @@ takes three) and that every refusal, error and odd method still ends as on the p
 
 from __future__ import annotations
 
-import threading
-import uuid
-
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection
 from django.utils import timezone
 
 from apps.entitlements.actor import UserMeter
@@ -26,21 +23,11 @@ from kody.userschema import scope
 from kody.userschema.naming import schema_name_for
 from kody.userschema.schemas import mark_deleting, unmark_deleting
 from tests.kernel.conftest import new_user_id
+from tests.kernel.probes import owner_lock_held
+from tests.kernel.probes import probe_call as call
 from tests.kernel.sample_actors import Probe, ProbeFailed
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def call(user: str, method: str, *args: object, schema_of: str | None = None, **kw: object) -> Call:
-    return Call(
-        id=uuid.uuid4().hex,
-        user_id=user,
-        schema=schema_name_for(schema_of or user),
-        actor=kw.pop("actor", Probe.name),  # type: ignore[arg-type]
-        method=method,
-        args=list(args),
-        kwargs=dict(kw),
-    )
 
 
 def fresh(one: Call):  # type: ignore[no-untyped-def]
@@ -200,26 +187,9 @@ def test_executemany_first_and_the_search_path_after(users):
 def test_a_held_owner_lock_costs_one_lock_timeout(users, paths, settings):
     a, _ = users
     settings.KODY_ACTOR_LOCK_TIMEOUT_MS = 200
-    holding, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                Probe.call(a, "bump")  # inline inside atomic(): holds a's owner lock
-                holding.set()
-                release.wait(20)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert holding.wait(20)
+    with owner_lock_held(a):
         paths["fell_back"] = 0
         outcome = fresh(call(a, "bump"))
-    finally:
-        release.set()
-        holder.join()
     with pytest.raises(ActorUnavailable) as refused:
         outcome.unwrap()
     assert refused.value.details == {"reason": "lock_timeout"}

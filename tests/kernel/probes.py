@@ -1,0 +1,56 @@
+"""Building blocks for tests that drive the kernel's runtime directly: a ``Call`` to the
+``Probe`` actor, and another connection holding a user's owner lock."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import connections, transaction
+
+from kody.actors.wire import Call
+from kody.userschema.naming import schema_name_for
+from tests.kernel.sample_actors import Probe
+
+
+def probe_call(
+    user: str, method: str, *args: object, schema_of: str | None = None, **kw: object
+) -> Call:
+    """A fresh call of ``Probe.method`` (or ``actor=…``) for ``user``; ``schema_of`` forges the
+    schema another user's."""
+    return Call(
+        id=uuid.uuid4().hex,
+        user_id=user,
+        schema=schema_name_for(schema_of or user),
+        actor=kw.pop("actor", Probe.name),  # type: ignore[arg-type]
+        method=method,
+        args=list(args),
+        kwargs=dict(kw),
+    )
+
+
+@contextmanager
+def owner_lock_held(user: str) -> Iterator[None]:
+    """While the block runs, another thread's open transaction holds ``user``'s owner lock
+    (an inline ``Probe.bump`` inside ``atomic()``); it commits when the block ends."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                Probe.call(user, "bump")
+                holding.set()
+                release.wait(20)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(20), "the holder never took the lock"
+        yield
+    finally:
+        release.set()
+        holder.join()
