@@ -1,6 +1,7 @@
 """One alarm's claims: charged together when they all fit, one by one when not; run as one
 batch whose start (one JobManager call) lets one delivery of it run each claim, renews leases
-a backed-up queue ate into, and never runs a claim whose lease is over."""
+a backed-up queue ate into, and runs a claim whose lease is over only while the alarm has not
+claimed it again."""
 
 from __future__ import annotations
 
@@ -113,9 +114,38 @@ def test_a_renewal_never_reaches_past_the_outbox_claim_lease(owner, clock, monke
     assert lease <= claimed_at + CLAIM_LEASE  # a repeated dispatch finds it over
 
 
-def test_a_claim_whose_lease_is_over_is_neither_started_nor_run(owner, clock, monkeypatch):
+def test_a_batch_that_waited_past_its_lease_runs_it_if_the_alarm_has_not(owner, clock, monkeypatch):
+    """A backed-up queue outlived the lease; the alarm has not claimed the job again, so the
+    claim is still the batch's: it starts, runs once and is charged once (no retry)."""
     job_id, claimed_at, claim = claimed_undispatched(owner, clock, monkeypatch)
+    calls = counting_target(monkeypatch)
     clock.move_to(claimed_at + LEASE + timedelta(seconds=1))
+    [answer] = runner.run_batch(owner.stable_user_id, [claim])
+    assert answer["applied"] is True and len(calls) == 1
+    job = Job.objects.get(id=job_id)
+    assert job.claim_token is None and job.retry_count == 0
+    assert metering.read_daily(owner.stable_user_id, today())["job_runs_per_day"] == 1
+    runner.wake_due_alarms()  # nothing left to reclaim
+    assert [r["status"] for r in job_runs(owner)] == ["success"] and len(calls) == 1
+
+
+def test_a_batch_that_waited_past_its_lease_runs_nothing_once_the_alarm_reclaimed_it(
+    owner, clock, monkeypatch
+):
+    job_id, claimed_at, claim = claimed_undispatched(owner, clock, monkeypatch)
+    calls = counting_target(monkeypatch)
+    clock.move_to(claimed_at + LEASE + timedelta(seconds=1))
+    runner.wake_due_alarms()  # the alarm got there first: a retry with a new token
+    assert Job.objects.get(id=job_id).claim_token != claim["claim_token"]
+    assert runner.run_batch(owner.stable_user_id, [claim]) == []
+    assert calls == [] and job_runs(owner) == []
+
+
+def test_a_claim_over_beyond_what_a_renewal_can_reach_is_neither_started_nor_run(
+    owner, clock, monkeypatch
+):
+    job_id, claimed_at, claim = claimed_undispatched(owner, clock, monkeypatch)
+    clock.move_to(claimed_at + CLAIM_LEASE - runner.MIN_LEASE_LEFT / 2)
     assert start(owner, claim, "late-delivery") == {}
     assert Job.objects.get(id=job_id).started_by is None
     assert runner.run_batch(owner.stable_user_id, [claim]) == []

@@ -321,14 +321,20 @@ class JobManager(Actor):
         and must still find the lease over). Answers the lease of each claim this delivery
         may run; a claim left out must not run. The same delivery may call again (a long
         batch renewing what it has left); a claim's next claim (a retry after its lease ran
-        out) has a new token and starts afresh."""
+        out) has a new token and starts afresh.
+
+        A claim whose lease ran out while its batch waited in a backed-up queue still starts
+        if the alarm has not claimed it again (its token is unchanged and no delivery started
+        it: nothing ran it, and the alarm changes the token under this same lock) and the
+        renewal can still give it ``MIN_LEASE_LEFT``. Refusing it would only have the alarm
+        reclaim it as a retry, charge it again and queue it behind the backlog it waited in."""
         now = timezone.now()
         tokens = {claim["job_id"]: claim["claim_token"] for claim in claims}
         started: dict[str, str] = {}
         changed: list[Job] = []
         rows = (
             Job.objects.select_for_update()
-            .filter(user_id=self.user_id, id__in=list(tokens), lease_expires_at__gt=now)
+            .filter(user_id=self.user_id, id__in=list(tokens), lease_expires_at__isnull=False)
             .order_by("id")
         )
         for job in rows:
@@ -336,9 +342,12 @@ class JobManager(Actor):
                 continue  # no longer this claim
             if job.started_by not in (None, delivery):
                 continue  # another delivery of the batch runs it
+            over = job.lease_expires_at <= now
             until = job.lease_expires_at
             if until - now < MIN_LEASE_LEFT:
                 until = max(until, min(now + LEASE, job.running_since + CLAIM_LEASE))
+            if over and until - now < MIN_LEASE_LEFT:
+                continue  # over, and no renewal can give it a run's worth: the alarm's now
             if job.started_by != delivery or until != job.lease_expires_at:
                 job.started_by, job.lease_expires_at = delivery, until
                 changed.append(job)
