@@ -90,6 +90,17 @@ class UnknownResource(ValueError):
     pass
 
 
+def _charge(cursor: Any, params: dict[str, Any]) -> tuple[bool, tuple[int, int] | None]:
+    """Whether ``_CONSUME`` charged, and the counter's (count, revision) after it: the charged
+    row, else a plain read of it (None: no row for that day yet)."""
+    cursor.execute(_CONSUME, params)
+    charged = cursor.fetchone()
+    if charged is not None:
+        return True, charged
+    cursor.execute(_CURRENT, params)
+    return False, cursor.fetchone()
+
+
 def _day(value: str) -> date:
     return date.fromisoformat(value)
 
@@ -188,23 +199,13 @@ class UserMeter(Actor):
             "cutoff": _cutoff(when),
         }
         with connection.cursor() as cursor:
-            cursor.execute(_CONSUME, params)
-            charged = cursor.fetchone()
-            if charged is not None:
-                return _reading(resource, when, True, charged[0], charged[1], limit)
-            cursor.execute(_CURRENT, params)
-            current = cursor.fetchone()
-            if current is None and bootstrap:
+            allowed, row = _charge(cursor, params)
+            if row is None and bootstrap:
                 self.initialize(resource, day)
-                cursor.execute(_CONSUME, params)
-                charged = cursor.fetchone()
-                if charged is not None:
-                    return _reading(resource, when, True, charged[0], charged[1], limit)
-                cursor.execute(_CURRENT, params)
-                current = cursor.fetchone()
-        if current is None:
+                allowed, row = _charge(cursor, params)
+        if row is None:
             return _needs_bootstrap(resource, when)
-        return _reading(resource, when, False, current[0], current[1], limit)
+        return _reading(resource, when, allowed, row[0], row[1], limit)
 
     def refund(self, resource: str, day: str, amount: int = 1) -> Refund:
         when = _day(day)
