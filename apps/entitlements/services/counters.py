@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection
 
@@ -63,13 +64,26 @@ def schema_count_sql(name: str) -> str | None:
 _EXISTING: set[str] = set()
 
 
-def _table_count(table: str, condition: str, uid: str) -> int | None:
+def _counted(cursor: Any, names: Iterable[str]) -> list[str]:
+    """Those of the table-count ``names`` whose table exists (the catalog is asked only about
+    tables not seen yet)."""
+    wanted = [name for name in names if name in _TABLE_COUNTS]
+    missing = {_TABLE_COUNTS[name][0] for name in wanted} - _EXISTING
+    if missing:
+        _EXISTING.update(missing & set(connection.introspection.table_names(cursor)))
+    return [name for name in wanted if _TABLE_COUNTS[name][0] in _EXISTING]
+
+
+def _count_sql(name: str) -> str:
+    table, condition = _TABLE_COUNTS[name]
+    return f'SELECT COUNT(*) FROM "{table}" WHERE {condition}'
+
+
+def _table_count(name: str, uid: str) -> int | None:
     with connection.cursor() as cursor:
-        if table not in _EXISTING:
-            if table not in connection.introspection.table_names(cursor):
-                return None
-            _EXISTING.add(table)
-        cursor.execute(f'SELECT COUNT(*) FROM "{table}" WHERE {condition}', {"uid": uid})
+        if not _counted(cursor, [name]):
+            return None
+        cursor.execute(_count_sql(name), {"uid": uid})
         return int(cursor.fetchone()[0])
 
 
@@ -104,14 +118,8 @@ def read_local(uid: str, names: Iterable[str]) -> Local:
     wanted = [name for name in names if name in _TABLE_COUNTS]
     tables: dict[str, int | None] = {name: None for name in wanted}
     with connection.cursor() as cursor:
-        missing = {_TABLE_COUNTS[name][0] for name in wanted} - _EXISTING
-        if missing:
-            _EXISTING.update(missing & set(connection.introspection.table_names(cursor)))
-        present = [name for name in wanted if _TABLE_COUNTS[name][0] in _EXISTING]
-        columns = [
-            f'(SELECT COUNT(*) FROM "{table}" WHERE {condition})'
-            for table, condition in (_TABLE_COUNTS[name] for name in present)
-        ]
+        present = _counted(cursor, wanted)
+        columns = [f"({_count_sql(name)})" for name in present]
         buckets = UserStorageBucket._meta.db_table
         columns += [
             f"(SELECT COALESCE(SUM(estimated_bytes), 0) FROM {buckets} WHERE user_id = %(uid)s)",
@@ -149,5 +157,5 @@ def count(uid: str, name: str) -> int | None:
     if name == "email_message_bytes":
         return 0  # a per-message cap: assert_within(user, name, n=message_size)
     if name in _TABLE_COUNTS:
-        return _table_count(*_TABLE_COUNTS[name], uid)
+        return _table_count(name, uid)
     return None
