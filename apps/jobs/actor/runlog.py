@@ -18,6 +18,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count
 from django.utils import timezone
 
@@ -37,9 +38,9 @@ TRIAGE = ("none", "investigating", "expected", "fixed", "ignored")
 EXPORT_PHASES = ("runs", "ledger", "workflows", "jobs", "packages", "milestones")
 
 
-# ``concurrent_workflows`` as one statement over RunLog's own table, for the meter's snapshot to
-# read in the same transaction (``counters.register_counter(..., schema_count=...)``); equal
-# to ``RunLog.concurrent_workflows`` (tests/jobs/test_runlog.py checks).
+# ``concurrent_workflows`` as one statement over RunLog's own table: what
+# ``RunLog.concurrent_workflows`` runs, and what the meter's snapshot reads in the same
+# transaction (``counters.register_counter(..., schema_count=...)``).
 CONCURRENT_WORKFLOWS_SQL = (
     f"SELECT COUNT(*) FROM {m.WorkflowProjection._meta.db_table}"
     f" WHERE status IN ({', '.join(repr(s) for s in ACTIVE_WORKFLOW)})"
@@ -107,7 +108,9 @@ class RunLog(Actor):
         )
 
     def concurrent_workflows(self) -> int:
-        return m.WorkflowProjection.objects.filter(status__in=ACTIVE_WORKFLOW).count()
+        with connection.cursor() as cursor:
+            cursor.execute(CONCURRENT_WORKFLOWS_SQL)
+            return int(cursor.fetchone()[0])
 
     def workflows(self, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         rows = m.WorkflowProjection.objects.all()
