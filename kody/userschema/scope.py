@@ -103,9 +103,13 @@ def _begun(raw: Any, texts: list[str]) -> Iterator[list[str]]:
         raw._autocommit = False
 
 
-def _path_sql(schema: str) -> str:
+def _path_config(schema: str) -> str:
     # u_ + hex (checked): a literal needs no quoting and holds no % for client-side binding.
-    return f"SELECT set_config('search_path', '{checked(schema)}, public', true)"
+    return f"set_config('search_path', '{checked(schema)}, public', true)"
+
+
+def _path_sql(schema: str) -> str:
+    return f"SELECT {_path_config(schema)}"
 
 
 class PreludeBypassed(Exception):
@@ -218,7 +222,7 @@ def deferred_prelude(
     # Literals: u_ + hex, and two integers (no quoting, no % for client-side binding).
     lock, statement = (int(each) for each in timeouts)
     configs = [
-        f"set_config('search_path', '{checked(schema)}, public', true)",
+        _path_config(schema),
         f"set_config('lock_timeout', '{lock}ms', true)",
         f"set_config('statement_timeout', '{statement}ms', true)",
     ]
