@@ -12,7 +12,17 @@ from django.db import connections, transaction
 
 from kody.actors.wire import Call
 from kody.userschema.naming import schema_name_for
+from tests.kernel.conftest import new_user_id
 from tests.kernel.sample_actors import Probe
+
+
+def probed_users(n: int) -> list[str]:
+    """``n`` new users in ascending id order, each with its schema, tables and today's counter
+    row (one inline ``Probe.bump``; the caller has set ``KODY_ACTORS_INLINE``)."""
+    ids = sorted(new_user_id() for _ in range(n))
+    for user in ids:
+        Probe.call(user, "bump")
+    return ids
 
 
 def probe_call(

@@ -19,8 +19,8 @@ from kody.actors.runtime import execute
 from kody.errors import AccountDeleting
 from kody.userschema.naming import schema_name_for
 from kody.userschema.schemas import mark_deleting, unmark_deleting
-from tests.kernel.conftest import new_user_id
 from tests.kernel.probes import probe_call as call
+from tests.kernel.probes import probed_users
 from tests.kernel.sample_actors import Probe
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,10 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no-untyped-def]
     settings.KODY_ACTORS_INLINE = True
-    ids = sorted(new_user_id() for _ in range(3))
-    for user in ids:
-        Probe.call(user, "bump")  # schema, tables and today's counter row
-    return ids
+    return probed_users(3)
 
 
 @pytest.fixture

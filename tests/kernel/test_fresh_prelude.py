@@ -22,8 +22,7 @@ from kody.errors import AccountDeleting
 from kody.userschema import scope
 from kody.userschema.naming import schema_name_for
 from kody.userschema.schemas import mark_deleting, unmark_deleting
-from tests.kernel.conftest import new_user_id
-from tests.kernel.probes import owner_lock_held
+from tests.kernel.probes import owner_lock_held, probed_users
 from tests.kernel.probes import probe_call as call
 from tests.kernel.sample_actors import Probe, ProbeFailed
 
@@ -37,10 +36,7 @@ def fresh(one: Call):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no-untyped-def]
     settings.KODY_ACTORS_INLINE = True
-    ids = sorted(new_user_id() for _ in range(2))
-    for user in ids:
-        Probe.call(user, "bump")  # schema, tables and today's counter row
-    return ids
+    return probed_users(2)
 
 
 @pytest.fixture
