@@ -1,6 +1,6 @@
 """Actors: per-user single writers over per-user schemas (see kody/actors/base.py)."""
 
-from kody.actors.base import Actor, CallContext, deletion_safe, is_deletion_safe
+from kody.actors.base import Actor, CallContext, deletion_safe, is_deletion_safe, is_read, reads
 from kody.actors.errors import (
     ActorCallTimeout,
     ActorError,
@@ -23,4 +23,6 @@ __all__ = [
     "UnknownMethod",
     "deletion_safe",
     "is_deletion_safe",
+    "is_read",
+    "reads",
 ]

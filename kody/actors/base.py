@@ -12,6 +12,9 @@ holding the user's owner-row lock, with ``search_path`` on the user's schema::
                    limit=500)
     UserMeter.cast(user_id, "prune")   # returns at once
 
+A method marked ``@reads`` only reads: it runs on the caller's own connection, in a read-only
+snapshot, beside the user's single writer instead of in its queue (``kody.actors.readonly``).
+
 Declare the actor models a subclass uses in ``tables``: they are created for a user the first
 time the actor runs for them, so a user who never gets mail has no mail tables.
 
@@ -25,7 +28,7 @@ after COMMIT.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -46,6 +49,10 @@ class CallContext:
     schema: str
     call_id: str
     using: str = DEFAULT_DB_ALIAS
+    # A ``@reads`` method running beside the writer (read-only snapshot): what it writes
+    # fails, and the housekeeping it asks for (``Actor.follow_up``) is cast after it ends.
+    read_only: bool = False
+    follow_ups: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 class Actor:
@@ -126,6 +133,16 @@ class Actor:
 
         return cast(cls, user_id, method, args, kwargs, key=idempotency_key)
 
+    def follow_up(self, method: str, **kwargs: Any) -> None:
+        """Housekeeping a method found to do (an opportunistic prune): done now by a method
+        running as the writer; by a ``@reads`` method — which cannot write — cast to the
+        writer once the read has ended (``kody.actors.readonly``). It may run more than once."""
+        method_of(type(self), method)
+        if self.context.read_only:
+            self.context.follow_ups.append((method, kwargs))
+        else:
+            getattr(self, method)(**kwargs)
+
     def alarm(self) -> None:
         """Called on this actor's shard after ``set_alarm`` time passes. Override it."""
 
@@ -167,6 +184,21 @@ def deletion_safe(method: Any) -> Any:
 
 def is_deletion_safe(actor: type[Actor], method: str) -> bool:
     return bool(getattr(getattr(actor, method, None), "kody_deletion_safe", False))
+
+
+def reads(method: Any) -> Any:
+    """Mark an actor method that only reads its user's state. It runs on the caller's own
+    connection in a read-only snapshot (``kody.actors.readonly``): no queue round trip, no owner
+    lock, no call record, nothing for the single writer to do. It sees every write committed
+    before it starts (so every write its caller made through ``call``), not casts still queued.
+    A write inside it fails (the transaction is read-only); housekeeping goes through
+    ``Actor.follow_up``. A read is never cast: it has nothing to do without its reply."""
+    method.kody_reads = True
+    return method
+
+
+def is_read(actor: type[Actor], method: str) -> bool:
+    return bool(getattr(getattr(actor, method, None), "kody_reads", False))
 
 
 def actor_named(name: str) -> type[Actor]:

@@ -1,4 +1,5 @@
-"""``call`` and ``cast``: route a call to the user's shard queue, or run it inline.
+"""``call`` and ``cast``: route a call to the user's shard queue, or run it inline; a
+``@reads`` method runs here, beside the writer (``kody.actors.readonly``).
 
 Both are every surface's way into an actor, so both turn an unreachable broker (or, inline,
 an unreachable database) into ``ActorUnavailable`` — a typed 503 carrying the call's
@@ -19,7 +20,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from kody.actors import transport
-from kody.actors.base import Actor, method_of
+from kody.actors.base import Actor, is_read, method_of
 from kody.actors.errors import ActorCallTimeout, ActorUnavailable
 from kody.actors.wire import Call, Outcome, unwrap
 from kody.userschema.naming import schema_name_for
@@ -101,6 +102,20 @@ def _run_inline(call: Call, key: str | None) -> Outcome:
         return execute([Call.decode(call.encode())], fresh=key is None)[0]
 
 
+def _run_read(actor: type[Actor], call: Call, key: str | None) -> Any:
+    """A ``@reads`` call on this connection, then the housekeeping it asked for, cast."""
+    from kody.actors.readonly import execute_read
+
+    with _unavailable_as_typed(call, key, "database"):
+        outcome, follow_ups = execute_read(Call.decode(call.encode()))
+    for method, kwargs in follow_ups:
+        try:
+            cast(actor, call.user_id, method, (), kwargs)
+        except Exception:  # housekeeping is opportunistic: the next read asks again
+            log.warning("follow-up %s.%s of a read not sent", actor.name, method, exc_info=True)
+    return outcome.unwrap()
+
+
 def call(
     actor: type[Actor],
     user_id: str,
@@ -112,6 +127,8 @@ def call(
     key: str | None = None,
 ) -> Any:
     message = _build(actor, user_id, method, args, kwargs, key, reply=True)
+    if is_read(actor, method):
+        return _run_read(actor, message, key)
     if settings.KODY_ACTORS_INLINE:
         return _run_inline(message, key).unwrap()
     wait = float(timeout if timeout is not None else settings.KODY_ACTOR_CALL_TIMEOUT)
@@ -137,7 +154,10 @@ def cast(
 ) -> str:
     """Queue a call and return its idempotency key (generated if not given) without waiting:
     casting again with it re-applies nothing. Inline mode runs it now and logs (does not
-    raise) a failure, as a worker would."""
+    raise) a failure, as a worker would. A ``@reads`` method is never cast (``TypeError``):
+    it has nothing to do without its reply."""
+    if is_read(actor, method):
+        raise TypeError(f"{actor.name}.{method} only reads: call it, a cast would do nothing")
     message = _build(actor, user_id, method, args, kwargs, key, reply=False)
     if settings.KODY_ACTORS_INLINE:
         outcome = _run_inline(message, key)

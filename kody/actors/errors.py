@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.db import DatabaseError
+
 from kody.errors import KodyError
 
 
@@ -48,3 +50,25 @@ class ActorUnavailable(KodyError, ActorError):
 class LockOrderRefused(ActorError):
     """An inline call inside a caller's ``atomic()`` would take user locks out of the kernel's
     one order (ascending stable id), which could deadlock a shard's batch; nothing ran."""
+
+
+# SQLSTATEs of the per-transaction limits: lock_not_available, query_canceled.
+_TIMEOUTS = {"55P03": "lock_timeout", "57014": "statement_timeout"}
+
+
+def timeout_reason(exc: BaseException) -> str | None:
+    """Which actor-transaction limit a database error hit, if it was one."""
+    cause = exc.__cause__ if isinstance(exc, DatabaseError) else None
+    return _TIMEOUTS.get(getattr(cause, "sqlstate", None) or "")
+
+
+def typed_timeout(exc: Exception) -> Exception:
+    """A lock or statement timeout reaches the caller as ``ActorUnavailable`` (503, retry
+    with the same key), never as a raw database error."""
+    reason = timeout_reason(exc)
+    if reason is None:
+        return exc
+    return ActorUnavailable(
+        "The call waited too long for the database; retry with the same key.",
+        details={"reason": reason},
+    )

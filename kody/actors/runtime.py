@@ -60,7 +60,9 @@ from django.db.utils import ProgrammingError
 
 from kody.actors import fence
 from kody.actors.base import CallContext, actor_named, is_deletion_safe, method_of
-from kody.actors.errors import ActorUnavailable, LockOrderRefused, OwnerMismatch
+from kody.actors.errors import LockOrderRefused, OwnerMismatch
+from kody.actors.errors import timeout_reason as _timeout_reason
+from kody.actors.errors import typed_timeout as _typed
 from kody.actors.wire import Call, Outcome
 from kody.errors import AccountDeleting
 from kody.userschema.accounts import NoLiveAccount
@@ -87,26 +89,6 @@ class _MethodRaised(Exception):
 
 # Refusals of a whole user's calls: nothing ran, nothing to record.
 _REFUSED = (OwnerMismatch, AccountDeleting, NoLiveAccount, LockOrderRefused)
-
-# SQLSTATEs of the per-transaction limits: lock_not_available, query_canceled.
-_TIMEOUTS = {"55P03": "lock_timeout", "57014": "statement_timeout"}
-
-
-def _timeout_reason(exc: BaseException) -> str | None:
-    cause = exc.__cause__ if isinstance(exc, DatabaseError) else None
-    return _TIMEOUTS.get(getattr(cause, "sqlstate", None) or "")
-
-
-def _typed(exc: Exception) -> Exception:
-    """A lock or statement timeout reaches the caller as ``ActorUnavailable`` (503, retry
-    with the same key), never as a raw database error."""
-    reason = _timeout_reason(exc)
-    if reason is None:
-        return exc
-    return ActorUnavailable(
-        "The call waited too long for the database; retry with the same key.",
-        details={"reason": reason},
-    )
 
 
 @dataclass

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from apps.entitlements.actor.models import DailyCounter
 from kody import outbox
-from kody.actors import Actor
+from kody.actors import Actor, deletion_safe, reads
 from kody.errors import KodyError
 
 
@@ -190,6 +190,42 @@ class Probe(Actor):
 
     def alarm(self) -> None:
         self._bump("email_sends_per_day")
+
+    @reads
+    def peek(self) -> dict[str, Any]:
+        """Today's count and the transaction a read runs in."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT (SELECT coalesce(sum(count), 0) FROM daily_counters WHERE day = %s),"
+                " current_setting('search_path'), current_setting('transaction_read_only'),"
+                " current_setting('transaction_isolation'), pg_current_xact_id_if_assigned()",
+                [timezone.now().date()],
+            )
+            count, path, read_only, isolation, xid = cursor.fetchone()
+        return {
+            "user": self.user_id,
+            "count": int(count),
+            "search_path": path,
+            "read_only": read_only,
+            "isolation": isolation,
+            "xid": None if xid is None else str(xid),
+        }
+
+    @reads
+    @deletion_safe
+    def peek_safe(self) -> int:
+        return self.peek()["count"]
+
+    @reads
+    def peek_then_write(self) -> int:
+        """A read that writes (a bug): its write must fail."""
+        return self._bump("execute_calls_per_day")
+
+    @reads
+    def peek_and_tidy(self) -> int:
+        """A read that finds housekeeping to do: a bump, asked of the writer."""
+        self.follow_up("bump")
+        return self.peek()["count"]
 
     def _bump(self, resource: str) -> int:
         today = timezone.now().date()

@@ -80,16 +80,18 @@ def test_an_invalid_value_is_echoed_only_in_part(operator_raw: str) -> None:
 
 @pytest.fixture
 def throwaway() -> Iterator[None]:
-    @capability(name="testMeterRead", domain="test", description="Reads the meter actor.")
-    def read(ctx: Context) -> dict[str, Any]:
-        return {"snapshot": metering.snapshot(ctx.user_id, today_iso(), timeout=2)}
+    # A charge: a write, which goes through the user's shard queue (reads do not, ADR 0030).
+    @capability(name="testMeterCharge", domain="test", description="Charges the meter actor.")
+    def charge(ctx: Context) -> dict[str, Any]:
+        day = today_iso()
+        return {"reading": metering.consume(ctx.user_id, "execute_calls_per_day", day, 1, 10**6)}
 
     @capability(name="testCrash", domain="test", description="Crashes.")
     def crash(ctx: Context) -> dict[str, Any]:
         raise RuntimeError('psycopg.errors.UndefinedTable: relation "secret_table"')
 
     yield
-    unregister("testMeterRead")
+    unregister("testMeterCharge")
     unregister("testCrash")
 
 
@@ -98,11 +100,12 @@ def test_broker_down_reports_actor_unavailable_with_retry_after(
 ) -> None:
     settings.KODY_ACTORS_INLINE = False
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
-    error = tool_error(mcp_asgi.call_tool(owner_token[1], "testMeterRead", {}))
+    error = tool_error(mcp_asgi.call_tool(owner_token[1], "testMeterCharge", {}))
     assert error["code"] == "actor_unavailable"
     assert error["details"]["status"] == 503 and error["details"]["retryAfter"] == 5
-    usage = tool_error(mcp_asgi.call_tool(owner_token[1], "accountUsage", {}))
-    assert usage["code"] == "actor_unavailable" and usage["details"]["retryAfter"] == 5
+    # Reads need no broker (ADR 0030): the usage answers in full.
+    usage = mcp_asgi.call_tool(owner_token[1], "accountUsage", {}).json()["result"]
+    assert not usage.get("isError") and json.loads(usage["content"][0]["text"])["metered"] is True
 
 
 def test_a_crash_answers_internal_error_without_its_message(

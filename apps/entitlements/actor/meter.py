@@ -4,8 +4,11 @@ Design note. Every method runs inside the kernel's per-user transaction, after t
 is locked, so each method sees and changes the meter alone: a check-and-increment is one
 conditional UPDATE and can never overshoot a limit, however many callers race. A charge that
 fits (``consume``'s hot path) is a single statement: its WITH clause also deletes counter and
-claim rows older than the seven-day window, which is how every read/write path prunes without
-paying an extra round trip; only a refusal or a missing row reads the row again. A missing
+claim rows older than the seven-day window, which is how every write path prunes without
+paying an extra round trip; only a refusal or a missing row reads the row again. The reads
+(``@reads``) run beside the writer in a read-only snapshot (``kody.actors.readonly``): they check
+for rows past the window in the same statement and, finding any, ask the writer to prune
+(``follow_up``), so every read path still prunes. A missing
 (resource, day) row is a cold bootstrap: the zero row is
 inserted if absent (concurrent bootstraps are harmless) — inside the same call by default, or
 by the caller's ``initialize`` after a ``needs_bootstrap`` answer when it asks for that.
@@ -42,7 +45,7 @@ from apps.entitlements.actor.replies import (
     WriteLeaseAcquired,
     WriteLeaseReleased,
 )
-from kody.actors import Actor, deletion_safe
+from kody.actors import Actor, deletion_safe, reads
 from kody.errors import AccountDeleting
 
 USER_METER_VERSION = 12  # the original's UserMeter schema version this meter implements
@@ -71,6 +74,10 @@ LEASES = m.AccountWriteLease._meta.db_table
 _PRUNE = f"""
     pruned_counters AS (DELETE FROM {COUNTERS} WHERE day < %(cutoff)s),
     pruned_claims AS (DELETE FROM {CLAIMS} WHERE day < %(cutoff)s)"""
+
+# What a read (``@reads``, which cannot delete) checks instead: is there anything to prune?
+_STALE = f"""(EXISTS (SELECT 1 FROM {COUNTERS} WHERE day < %(cutoff)s)
+    OR EXISTS (SELECT 1 FROM {CLAIMS} WHERE day < %(cutoff)s))"""
 
 # The hot path: the prune and the charge, one statement. It answers a row only when it
 # charged; a refusal or a missing day row (rare) costs a second, plain read (_CURRENT). One
@@ -220,10 +227,11 @@ class UserMeter(Actor):
         count, revision = row if row else (0, 0)
         return {"resource": resource, "day": when.isoformat(), "count": count, "revision": revision}
 
+    @reads
     def read(self, resource: str, day: str) -> dict[str, Any]:
         when = _day(day)
         with connection.cursor() as cursor:
-            self._prune(cursor, when)
+            self._prune_reading(cursor, when)
             cursor.execute(
                 f"SELECT count, revision FROM {COUNTERS} WHERE resource = %s AND day = %s",
                 [_resource(resource), when],
@@ -239,11 +247,12 @@ class UserMeter(Actor):
             "needs_bootstrap": False,
         }
 
+    @reads
     def read_day(self, day: str) -> dict[str, int]:
         """Every daily resource's count for one UTC day (missing rows read as zero)."""
         when = _day(day)
         with connection.cursor() as cursor:
-            self._prune(cursor, when)
+            self._prune_reading(cursor, when)
             return {resource: 0 for resource in sorted(RESOURCES)} | self._counts(cursor, when)
 
     def consume_inbound_delivery(
@@ -296,9 +305,10 @@ class UserMeter(Actor):
             self._record_version(cursor)
         return {**self.read_storage_bytes(), "created": created}
 
+    @reads
     def read_storage_bytes(self) -> StorageBytes:
         with connection.cursor() as cursor:
-            self._prune(cursor, _today())
+            self._prune_reading(cursor, _today())
             row = self._storage(cursor)
         if row is None:
             return {"bytes": 0, "revision": 0, "initialized": False, "updated_at": None}
@@ -401,9 +411,10 @@ class UserMeter(Actor):
             )
             return {"deleted": cursor.rowcount}
 
+    @reads
     def list_package_service_states(self, package_id: str | None = None) -> list[dict[str, Any]]:
         with connection.cursor() as cursor:
-            self._prune(cursor, _today())
+            self._prune_reading(cursor, _today())
             cursor.execute(
                 f"SELECT package_id, service_name, status, mode, started_at, source_updated_at,"
                 f" revision FROM {SERVICES} WHERE %(p)s::text IS NULL OR package_id = %(p)s"
@@ -425,6 +436,7 @@ class UserMeter(Actor):
             for row in rows
         ]
 
+    @reads
     def count_package_service_states(
         self,
         status: str = "running",
@@ -435,7 +447,7 @@ class UserMeter(Actor):
     ) -> int:
         """Services in ``status`` (optionally one mode, fresh within a window, minus one)."""
         with connection.cursor() as cursor:
-            self._prune(cursor, _today())
+            self._prune_reading(cursor, _today())
             cursor.execute(
                 f"SELECT COUNT(*) FROM {SERVICES} WHERE status = %(s)s"
                 " AND (%(m)s::text IS NULL OR mode = %(m)s)"
@@ -476,9 +488,10 @@ class UserMeter(Actor):
 
     # --- reads for the account UI, export, purge ------------------------------------------
 
+    @reads
     def snapshot(self, day: str, counts: list[str] | None = None) -> Snapshot:
-        """Everything the usage page needs from the meter, in one call and ONE statement (the
-        retention prune, the day's counters, stored bytes, service counts); ``counts``: the
+        """Everything the usage page needs from the meter, in one call and ONE statement (rows
+        to prune?, the day's counters, stored bytes, service counts); ``counts``: the
         registered schema counts of other actors to take with it (``counters``), answered
         under ``"counts"`` (a name with no schema count is left out)."""
         from apps.entitlements.services.counters import schema_count_sql
@@ -489,7 +502,7 @@ class UserMeter(Actor):
         extra = "".join(f", ({sql})" for _, sql in asked)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"WITH {_PRUNE} SELECT"
+                f"SELECT {_STALE},"
                 f" (SELECT json_object_agg(resource, count) FROM {COUNTERS} WHERE day = %(day)s),"
                 f" (SELECT bytes FROM {STORAGE} WHERE id = 1),"
                 f" (SELECT COUNT(*) FROM {SERVICES} WHERE status = 'running'),"
@@ -497,7 +510,9 @@ class UserMeter(Actor):
                 f"  AND mode = 'persistent'){extra}",
                 {"cutoff": _cutoff(when), "day": when},
             )
-            found, stored, running, persistent, *extras = cursor.fetchone()
+            stale, found, stored, running, persistent, *extras = cursor.fetchone()
+        if stale:
+            self.follow_up("prune", day=when.isoformat())
         daily = {resource: 0 for resource in sorted(RESOURCES)}
         daily |= {resource: int(count) for resource, count in (found or {}).items()}
         reply: Snapshot = {
@@ -510,10 +525,11 @@ class UserMeter(Actor):
             reply["counts"] = {name: int(n) for (name, _), n in zip(asked, extras, strict=True)}
         return reply
 
+    @reads
     def daily_history(self) -> list[CounterRow]:
         """Every retained daily counter row (the operator parity view; meter-only counts)."""
         with connection.cursor() as cursor:
-            self._prune(cursor, _today())
+            self._prune_reading(cursor, _today())
             cursor.execute(
                 f"SELECT day, resource, count, revision FROM {COUNTERS} ORDER BY day, resource"
             )
@@ -677,15 +693,17 @@ class UserMeter(Actor):
             "tombstone_kept": self.read_deletion_state()["deleting_at"] is not None,
         }
 
+    @reads
     def schema_info(self) -> dict[str, Any]:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT value FROM {META} WHERE key = 'schema_version'")
             row = cursor.fetchone()
         return {"schema_version": row[0] if row else None, "current": USER_METER_VERSION}
 
-    def prune(self) -> dict[str, int]:
-        """Delete counters and claims past the window (every path does this too)."""
-        cutoff = _cutoff(_today())
+    def prune(self, day: str | None = None) -> dict[str, int]:
+        """Delete counters and claims past the window of ``day`` (default today): every
+        write path does this too, and a read that finds rows to prune asks for it."""
+        cutoff = _cutoff(_day(day) if day else _today())
         deleted = {}
         with connection.cursor() as cursor:
             for table in (COUNTERS, CLAIMS):
@@ -700,6 +718,16 @@ class UserMeter(Actor):
 
     def _prune(self, cursor: Any, day: date) -> None:
         cursor.execute(f"WITH {_PRUNE} SELECT 1", {"cutoff": _cutoff(day)})
+
+    def _prune_reading(self, cursor: Any, day: date) -> None:
+        """A read path's prune: as the writer, the prune itself; beside it (``@reads``, a
+        read-only snapshot), a check, and the prune asked of the writer if it has work."""
+        if not self.context.read_only:
+            self._prune(cursor, day)
+            return
+        cursor.execute(f"SELECT {_STALE}", {"cutoff": _cutoff(day)})
+        if cursor.fetchone()[0]:
+            self.follow_up("prune", day=day.isoformat())
 
     def _record_version(self, cursor: Any) -> None:
         cursor.execute(
