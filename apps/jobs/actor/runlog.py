@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from apps.jobs.actor import models as m
 from apps.jobs.actor import records
-from kody.actors import Actor, deletion_safe
+from kody.actors import Actor, deletion_safe, reads
 from kody.fields import new_id
 
 RUN_LOG_VERSION = 10  # the original's RunLog schema version these tables implement
@@ -58,6 +58,7 @@ class RunLog(Actor):
     def record(self, run: dict[str, Any], lines: list[dict[str, Any]] | None = None) -> str:
         return records.record_run(run, lines)
 
+    @reads
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         run = m.Run.objects.filter(id=run_id).first()
         if run is None:
@@ -76,12 +77,14 @@ class RunLog(Actor):
             ],
         }
 
+    @reads
     def list_runs(
         self, filters: dict[str, str], cursor: str | None = None, limit: int = 50
     ) -> dict[str, Any]:
         allowed = {k: v for k, v in filters.items() if k in ("surface", "status", "job_id", "name")}
         return records.page(allowed, cursor, limit)
 
+    @reads
     def summary(self) -> dict[str, Any]:
         since = timezone.now() - records.RUN_RETENTION
         counts = (
@@ -107,11 +110,13 @@ class RunLog(Actor):
             == 1
         )
 
+    @reads
     def concurrent_workflows(self) -> int:
         with connection.cursor() as cursor:
             cursor.execute(CONCURRENT_WORKFLOWS_SQL)
             return int(cursor.fetchone()[0])
 
+    @reads
     def workflows(self, status: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
         rows = m.WorkflowProjection.objects.all()
         if status:
@@ -206,6 +211,7 @@ class RunLog(Actor):
             records.count_finish()
         return done
 
+    @reads
     def activation(self) -> dict[str, Any]:
         """Milestones and per-package success counts: content-free, for insights and export."""
         return {
@@ -218,6 +224,7 @@ class RunLog(Actor):
             ),
         }
 
+    @reads
     def job_observability(self, job_ids: list[str]) -> dict[str, dict[str, Any]]:
         rows = m.JobRunObservability.objects.filter(job_id__in=job_ids)
         return {

@@ -18,7 +18,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from apps.jobs.actor import models as m
-from kody.actors import Actor, deletion_safe
+from kody.actors import Actor, deletion_safe, reads
 
 MAX_KEY = 512
 MAX_VALUE_BYTES = 1024 * 1024
@@ -40,6 +40,7 @@ class StorageRunner(Actor):
     name = "jobs.StorageRunner"
     tables = (m.StorageEntry,)
 
+    @reads
     def get_value(self, storage_id: str, key: str) -> dict[str, Any]:
         row = m.StorageEntry.objects.filter(storage_id=storage_id, key=key).first()
         return {"found": row is not None, "value": row.value if row else None}
@@ -52,6 +53,7 @@ class StorageRunner(Actor):
         deleted = m.StorageEntry.objects.filter(storage_id=storage_id, key=key).delete()[0]
         return {"deleted": deleted > 0, "bytes": self._inventory(storage_id)}
 
+    @reads
     def list_values(
         self, storage_id: str, prefix: str = "", cursor: str | None = None, limit: int = 100
     ) -> dict[str, Any]:
@@ -62,6 +64,7 @@ class StorageRunner(Actor):
         self._inventory(storage_id)
         return {"deleted": deleted}
 
+    @reads
     def estimated_bytes(self, storage_id: str) -> int:
         return _bucket_bytes(storage_id)
 
