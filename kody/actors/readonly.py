@@ -91,12 +91,8 @@ _SCHEMA_RACES = {"42P01", "3F000", "40P01"}
 def _in_snapshot(actor: type, method: str, call: Call, context: CallContext, using: str) -> Outcome:
     connection = connections[using]
     nested = connection.in_atomic_block
-    deferred = getattr(connection, "kody_deferred_path", None)
-    if nested and deferred is not None and deferred.pending:
-        # Inside a shard batch: its pending path switch must not go out inside (and be
-        # rolled back with) this read's savepoint.
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+    # Inside a shard batch, a search path switch still pending (``deferred_search_path``)
+    # goes out with the savepoint's own statement, before it: the rollback cannot undo it.
     with transaction.atomic(using=using):
         try:
             _prelude(connection, call, nested=nested)

@@ -221,6 +221,15 @@ class Probe(Actor):
         """A read that writes (a bug): its write must fail."""
         return self._bump("execute_calls_per_day")
 
+    def bump_around_a_read(self, other: str, read_first: bool = False) -> dict[str, int]:
+        """A write that reads another user (a nested read inside the batch) before its first
+        statement or between two: every bump must land in this user's schema."""
+        seen = Probe.call(other, "peek")["count"] if read_first else None
+        first = self._bump("execute_calls_per_day")
+        if seen is None:
+            seen = Probe.call(other, "peek")["count"]
+        return {"first": first, "other": seen, "second": self._bump("execute_calls_per_day")}
+
     @reads
     def peek_and_tidy(self) -> int:
         """A read that finds housekeeping to do: a bump, asked of the writer."""

@@ -12,6 +12,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 
 from kody.actors import OwnerMismatch, readonly
+from kody.actors.runtime import execute
 from kody.actors.wire import Call
 from kody.errors import AccountDeleting
 from kody.userschema.hibernation import hibernate_schema
@@ -140,3 +141,20 @@ def test_a_read_finds_a_schema_hibernated_under_its_cache(users):
     assert entry is not None and hibernate_schema(owner) is not None
     known.add(owner, *entry)  # this process still believes the schema is there
     assert Probe.call(owner, "peek")["count"] == 1  # looked again: restored, then read
+
+
+@pytest.mark.parametrize("read_first", [False, True])
+def test_a_read_nested_in_a_shard_batch_leaves_the_batch_where_it_was(users, read_first):
+    """A write in a batch of two users (one transaction, each user's search path switched
+    with its first statement) reads the other user before its first statement or between
+    two: the read's savepoint is rolled back, and every write lands in its own schema."""
+    owner, other = users
+    first, second = execute(
+        [
+            call(owner, "bump_around_a_read", other, read_first=read_first),
+            call(other, "bump_around_a_read", owner, read_first=read_first),
+        ]
+    )
+    assert first.unwrap() == {"first": 2, "other": 1, "second": 3}
+    assert second.unwrap() == {"first": 2, "other": 3, "second": 3}
+    assert Probe.call(owner, "peek")["count"] == 3 and Probe.call(other, "peek")["count"] == 3
