@@ -172,6 +172,9 @@ KODY_ACTORS_INLINE = envbool("KODY_ACTORS_INLINE", False)
 KODY_ACTOR_CALL_TIMEOUT = envint("KODY_ACTOR_CALL_TIMEOUT", 30)
 # A shard worker drains up to this many calls at once and commits each user's share together.
 KODY_ACTOR_BATCH_SIZE = envint("KODY_ACTOR_BATCH_SIZE", 256)
+# ... fewer when its last batch's calls were slow, so a batch (whose effects all commit, and
+# whose calls are all answered, together) lasts about this long; 0: always up to the size.
+KODY_ACTOR_BATCH_SECONDS = envfloat("KODY_ACTOR_BATCH_SECONDS", 0.25)
 # A killed (or paused) shard worker's queues are taken over by another worker after this
 # long; a heartbeat renews the lease every third of it while the worker runs.
 KODY_ACTOR_LEASE_SECONDS = envfloat("KODY_ACTOR_LEASE_SECONDS", 15)

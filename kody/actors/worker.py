@@ -9,7 +9,10 @@ has exactly one writer, concurrency 1). A thread:
    touching the shard. A second worker started for the same shard waits as a hot standby;
 2. keeps the lease with a heartbeat thread that renews it every third of the lease,
    whatever the batch is doing, and stops renewing once the epoch is no longer its own;
-3. moves up to ``KODY_ACTOR_BATCH_SIZE`` calls at once from the queue to its in-flight list.
+3. moves up to ``KODY_ACTOR_BATCH_SIZE`` calls at once from the queue to its in-flight list,
+   fewer when the last batch's calls were slow (``BatchSizer``): a batch is meant to last
+   about ``KODY_ACTOR_BATCH_SECONDS``, since nothing of it is visible (committed) or answered
+   before all of it is — 125 alarm fires, each claiming jobs, were one 5-30 s transaction.
    When the queue is empty it waits with ``BLMOVE queue queue RIGHT RIGHT`` (a rotation of
    the list onto itself that moves nothing) and then takes, so batches form only under load
    and a lone caller never waits for one to fill. A take or answer that found the queue
@@ -108,6 +111,31 @@ redis.call('DEL', KEYS[3])
 _RELEASE = _FENCED + "return redis.call('DEL', KEYS[1])"
 
 
+class BatchSizer:
+    """How many calls the next take may move: ``most`` (``KODY_ACTOR_BATCH_SIZE``), or fewer
+    so that a batch of calls as slow as the last batch's lasts about ``seconds``
+    (``KODY_ACTOR_BATCH_SECONDS``; 0 turns sizing off). Group commit pays for itself on cheap
+    calls (a few ms each: the cap decides); a batch of heavy ones (an alarm fire claiming a
+    user's due jobs, tens of ms) is cut to a few, so its effects commit, and its casts'
+    follow-ups (outbox relays) start, within about ``seconds`` instead of after all of it.
+    Only the last batch counts: a burst of slow calls shrinks the next take at once, and a
+    return to cheap ones grows it back at once. At least one call is always taken."""
+
+    def __init__(self, most: int, seconds: float) -> None:
+        self.most = max(1, most)
+        self.seconds = seconds
+        self.per_call = 0.0  # seconds per call in the last batch (0: none seen yet)
+
+    def observe(self, calls: int, elapsed: float) -> None:
+        if calls > 0:
+            self.per_call = max(0.0, elapsed) / calls
+
+    def next(self) -> int:
+        if self.seconds <= 0 or self.per_call <= 0:
+            return self.most
+        return max(1, min(self.most, int(self.seconds / self.per_call)))
+
+
 class ShardConsumer(threading.Thread):
     def __init__(self, shard: int, stopping: threading.Event) -> None:
         from django.conf import settings
@@ -124,6 +152,7 @@ class ShardConsumer(threading.Thread):
         self.epoch_key = transport.epoch_key(shard)
         self.token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.batch_size = settings.KODY_ACTOR_BATCH_SIZE
+        self.sizer = BatchSizer(self.batch_size, settings.KODY_ACTOR_BATCH_SECONDS)
         self.lease_ms = max(1, int(settings.KODY_ACTOR_LEASE_SECONDS * 1000))
         self.redis = transport.client()
         self.scripts = {
@@ -296,7 +325,7 @@ class ShardConsumer(threading.Thread):
     def _take(self, epoch: int, *, wait: bool = False) -> list[bytes] | None:
         if wait:
             self._wait_for_a_call()
-        taken = self._fenced("take", [self.queue, self.inflight], [self.batch_size], epoch)
+        taken = self._fenced("take", [self.queue, self.inflight], [self.sizer.next()], epoch)
         return None if taken is None else list(taken)
 
     def _wait_for_a_call(self) -> None:
@@ -322,13 +351,15 @@ class ShardConsumer(threading.Thread):
                 calls.append(Call.decode(item))
             except (ValueError, KeyError, TypeError):
                 log.error("shard %s: dropping malformed message %r", self.shard, item[:200])
+        started = time.monotonic()
         outcomes = self._execute_until_done(execute, calls)
+        self.sizer.observe(len(calls), time.monotonic() - started)
         keys, texts = [], []
         for call, outcome in zip(calls, outcomes, strict=True):
             if call.reply:
                 keys.append(reply_key(self.shard, call.id))
                 texts.append(outcome.text)
-        most = 0 if self.stopping.is_set() else self.batch_size
+        most = 0 if self.stopping.is_set() else self.sizer.next()
         taken = self._fenced(
             "answer", [self.inflight, self.queue, *keys], [REPLY_TTL_SECONDS, most, *texts], epoch
         )

@@ -20,7 +20,7 @@ import redis
 from kody import embedded
 from kody.actors import ActorUnavailable, transport
 from kody.actors.wire import Call, Outcome
-from kody.actors.worker import ShardConsumer
+from kody.actors.worker import BatchSizer, ShardConsumer
 from tests.kernel.sample_actors import Probe
 
 pytestmark = [pytest.mark.queue]
@@ -274,3 +274,59 @@ def test_a_server_still_loading_is_an_outage_for_the_caller(settings, tmp_path: 
             Probe.call("load" * 8, "whoami", timeout=1, idempotency_key="k2")
     finally:
         server.close()
+
+
+def test_the_batch_sizer_cuts_a_take_to_the_time_budget_and_grows_it_back():
+    sizer = BatchSizer(most=256, seconds=0.25)
+    assert sizer.next() == 256  # nothing seen yet: the cap
+    sizer.observe(4, 0.002)  # 0.5 ms a call: the cap decides
+    assert sizer.next() == 256
+    sizer.observe(10, 0.4)  # 40 ms a call (alarm fires): about 0.25 s worth
+    assert sizer.next() == 6
+    sizer.observe(1, 3.0)  # one very slow call: still one at a time, never none
+    assert sizer.next() == 1
+    sizer.observe(6, 0.003)  # cheap again: straight back to the cap
+    assert sizer.next() == 256
+    assert BatchSizer(most=256, seconds=0).next() == 256  # off
+    off = BatchSizer(most=256, seconds=0)
+    off.observe(1, 10.0)
+    assert off.next() == 256
+
+
+@pytest.mark.django_db(transaction=True)
+def test_after_a_batch_of_slow_calls_the_consumer_takes_fewer(
+    private_redis, owner_id, monkeypatch, settings
+):
+    """The queue holds 40 calls; after a batch whose calls took 0.1 s each (a fake clock), the
+    answer-and-take moves only as many as fit the 0.25 s budget, not the 256 cap; after cheap
+    ones, all that wait. Every call still runs exactly once."""
+    from kody.actors import runtime
+    from kody.actors import worker as worker_module
+
+    clock = [1000.0]
+    per_call = [0.1]
+    real_execute = runtime.execute
+
+    def timed(calls, *args, **kwargs):
+        clock[0] += per_call[0] * len(calls)
+        return real_execute(calls, *args, **kwargs)
+
+    monkeypatch.setattr(worker_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(runtime, "execute", timed)
+    consumer = ShardConsumer(0, threading.Event())
+    consumer.sizer.seconds = 0.25
+    epoch = consumer._acquire()
+    assert epoch is not None
+    Probe.cast(owner_id, "bump")
+    first = consumer._take(epoch)
+    assert len(first) == 1
+    for _ in range(40):
+        Probe.cast(owner_id, "bump")
+    second = consumer._process(first, epoch)  # 0.1 s for one call: the next take is two
+    assert len(second) == 2
+    per_call[0] = 0.001
+    third = consumer._process(second, epoch)  # cheap: everything still queued
+    assert len(third) == 38
+    assert consumer._process(third, epoch) == []
+    settings.KODY_ACTORS_INLINE = True
+    assert Probe.call(owner_id, "bump") == 42  # each of the 41 casts ran exactly once
