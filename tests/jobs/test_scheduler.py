@@ -11,7 +11,7 @@ from django.test import override_settings
 from apps.entitlements.services import metering
 from apps.jobs import services
 from apps.jobs.actor import RunLog
-from apps.jobs.actor.manager import LEASE
+from apps.jobs.actor.manager import LEASE, JobManager
 from apps.jobs.models import KILL_SWITCH_KEY, Job, JobsWorkerState
 from apps.jobs.services import runner
 from kody.actors.alarms import cast_alarm, due_alarms
@@ -51,6 +51,29 @@ def test_a_job_every_minute_runs_exactly_once_per_minute(owner, clock, wake):
     assert all(r["status"] == "success" for r in runs)
     row = Job.objects.get(id=job["id"])
     assert row.next_run_at == first + timedelta(minutes=10) and row.claim_token is None
+
+
+def test_a_finished_run_leaves_no_alarm_at_its_old_lease(owner, clock, wake):
+    """The claim arms the alarm at its lease's end (the run may die); the report re-arms
+    exactly, so the user's alarm moves to the next run (or goes) with the claim instead of
+    firing for nothing when the old lease would have run out (a drain of 500 users left 500
+    such alarms, all due together at the next wake, ahead of the real ones)."""
+    hourly = schedule(owner, schedule={"type": "cron", "expression": "0 * * * *"})
+    due = Job.objects.get(id=hourly["id"]).next_run_at
+    clock.move_to(due + timedelta(seconds=1))
+    wake()
+    assert len(job_runs(owner, hourly["id"])) == 1
+    row = Job.objects.get(id=hourly["id"])
+    assert row.claim_token is None and row.next_run_at == due + timedelta(hours=1)
+    schema = UserSchema.objects.get(user_id=owner.stable_user_id)
+    assert schema.alarm_at == row.next_run_at  # not the old lease's end, an hour earlier
+    Job.objects.filter(id=hourly["id"]).delete()
+    once = schedule(owner, schedule={"type": "once", "runAt": row.next_run_at.isoformat()})
+    JobManager.call(owner.stable_user_id, "sync")
+    clock.move_to(row.next_run_at + timedelta(seconds=1))
+    wake()
+    assert len(job_runs(owner, once["id"])) == 1
+    assert UserSchema.objects.get(user_id=owner.stable_user_id).alarm_at is None
 
 
 def test_every_capability_call_of_a_job_has_its_own_run_record(owner, clock, wake):
