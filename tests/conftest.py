@@ -77,6 +77,17 @@ SEEDS = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _no_plan_remembered_from_another_test() -> Iterator[None]:
+    """The process's copies of plans (``plan_cache.LOCAL_SECONDS``) would outlive a test's
+    rolled-back users, and the cast's stable ids repeat from test to test."""
+    from apps.entitlements.services.plan_cache import forget_local
+
+    forget_local()
+    yield
+    forget_local()
+
+
 def _transactional(request: pytest.FixtureRequest) -> bool:
     marker = request.node.get_closest_marker("django_db")
     return "transactional_db" in request.fixturenames or bool(

@@ -128,6 +128,71 @@ def test_cached_plan_follows_a_queryset_update_through_explicit_invalidation(
     assert cached_plan(owner.stable_user_id) is Plan.STANDARD
 
 
+def test_a_plan_changed_by_another_process_is_seen_within_local_seconds(owner, monkeypatch):
+    """Another process's change (the row and a new generation in Redis, nothing forgotten
+    here): this process serves its copy until ``LOCAL_SECONDS`` have passed, then reads Redis
+    and sees the change; never longer."""
+    from django.core.cache import cache
+
+    from apps.accounts.models import User
+    from apps.entitlements.services import plan_cache
+
+    now = [5000.0]
+    monkeypatch.setattr(plan_cache, "_clock", lambda: now[0])
+    assert cached_plan(owner.stable_user_id) is Plan.FREE
+    User.objects.filter(pk=owner.pk).update(plan="pro")
+    gen_key, _ = plan_cache._keys(owner.stable_user_id)
+    cache.set(gen_key, "another-process", plan_cache.GENERATION_TTL_SECONDS)
+    now[0] += plan_cache.LOCAL_SECONDS * 0.9
+    assert cached_plan(owner.stable_user_id) is Plan.FREE  # this process's copy, no Redis
+    now[0] += plan_cache.LOCAL_SECONDS * 0.1
+    assert cached_plan(owner.stable_user_id) is Plan.PRO
+    assert plan_cache.LOCAL_SECONDS <= 1.0
+
+
+def test_a_plan_changed_in_this_process_is_seen_at_once(owner, monkeypatch):
+    from apps.accounts.models import User
+    from apps.entitlements.services import plan_cache
+
+    monkeypatch.setattr(plan_cache, "_clock", lambda: 5000.0)  # the copy never ages
+    assert cached_plan(owner.stable_user_id) is Plan.FREE
+    User.objects.filter(pk=owner.pk).update(plan="max")
+    plan_cache.invalidate_plan_now(owner.stable_user_id)
+    assert cached_plan(owner.stable_user_id) is Plan.MAX
+
+
+def test_a_read_that_began_before_an_invalidation_is_not_remembered(owner, monkeypatch):
+    """The Redis layer's generation race, one level up: a reader that loaded the old plan
+    just before this process invalidated must not leave it as this process's copy."""
+    from apps.accounts.models import User
+    from apps.entitlements.services import plan_cache
+
+    monkeypatch.setattr(plan_cache, "_clock", lambda: 5000.0)
+    real = plan_cache._redis_plan
+
+    def read_then_change(uid: str) -> Plan:
+        plan = real(uid)  # the old plan
+        User.objects.filter(pk=owner.pk).update(plan="pro")
+        plan_cache.invalidate_plan_now(uid)  # committed elsewhere meanwhile
+        return plan
+
+    monkeypatch.setattr(plan_cache, "_redis_plan", read_then_change)
+    assert cached_plan(owner.stable_user_id) is Plan.FREE  # what the racing read saw
+    monkeypatch.setattr(plan_cache, "_redis_plan", real)
+    assert cached_plan(owner.stable_user_id) is Plan.PRO
+
+
+def test_a_remembered_plan_costs_no_redis_round_trip(owner, monkeypatch):
+    from apps.entitlements.services import plan_cache
+
+    assert cached_plan(owner.stable_user_id) is Plan.FREE
+    asked = []
+    monkeypatch.setattr(plan_cache, "_redis_plan", lambda uid: asked.append(uid) or Plan.MAX)
+    for _ in range(20):
+        assert cached_plan(owner.stable_user_id) is Plan.FREE
+    assert asked == []
+
+
 def test_cached_plan_for_a_gift_expires_with_the_gift(owner):
     from apps.entitlements.services.plan_cache import _ttl
 
