@@ -70,12 +70,52 @@ def test_the_row_counts_buckets_and_actor_state_are_one_query(owner, outsider):
     with CaptureQueriesContext(connection) as queries:
         local = counters.read_local(owner.stable_user_id, names)
     assert len(queries) == 1
+    assert queries[0]["sql"].startswith("EXECUTE kody_")  # prepared once, never planned again
     assert local.tables == {"repos": 0, "scheduled_jobs": 0, "secrets": 0, "saved_packages": 0}
     assert local.bucket_bytes == 120
     assert not local.schema and not local.has_state("concurrent_workflows")  # no schema yet
     RunLog.call(owner.stable_user_id, "concurrent_workflows")  # creates RunLog's table set
     assert counters.read_local(owner.stable_user_id, names).has_state("concurrent_workflows")
     assert not counters.read_local("0" * 64, names).has_state("concurrent_workflows")
+
+
+def test_the_prepared_read_sees_each_change_and_only_the_owners_rows(owner, outsider):
+    from apps.entitlements.services import counters
+    from apps.packages.models import UserStorageBucket
+
+    def bucket(user, storage_id: str, size: int) -> None:  # type: ignore[no-untyped-def]
+        UserStorageBucket.objects.create(
+            user_id=user.stable_user_id,
+            storage_id=storage_id,
+            kind="job",
+            estimated_bytes=size,
+            last_seen_at=NOON,
+        )
+
+    names = ["scheduled_jobs"]
+    for _ in range(8):  # past the runs after which Postgres keeps a generic plan
+        assert counters.read_local(owner.stable_user_id, names).bucket_bytes == 0
+    bucket(owner, "job:a", 7)
+    bucket(outsider, "job:b", 500)
+    assert counters.read_local(owner.stable_user_id, names).bucket_bytes == 7
+    assert counters.read_local(outsider.stable_user_id, names).bucket_bytes == 500
+    UserStorageBucket.objects.filter(user_id=owner.stable_user_id).delete()
+    assert counters.read_local(owner.stable_user_id, names).bucket_bytes == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_that_lost_its_prepared_read_prepares_it_again(owner):
+    """A pooler may hand the connection another backend, or something runs DEALLOCATE: outside
+    a transaction the read prepares again and answers."""
+    from django.db import connection
+
+    from apps.entitlements.services import counters
+
+    names = ["scheduled_jobs"]
+    assert counters.read_local(owner.stable_user_id, names).tables["scheduled_jobs"] == 0
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    assert counters.read_local(owner.stable_user_id, names).tables["scheduled_jobs"] == 0
 
 
 def test_a_user_the_mailbox_never_ran_for_has_no_stored_mail_without_asking(owner, monkeypatch):

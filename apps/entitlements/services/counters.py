@@ -9,11 +9,13 @@ app registers with ``register_counter``. Until it does, the resource reports ``N
 
 from __future__ import annotations
 
+import hashlib
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
+from django.db import ProgrammingError, connection
 
 from apps.entitlements.services import metering as meter
 
@@ -109,9 +111,44 @@ class Local:
         return tablesets.is_created(None if self.created is None else list(self.created), actor)
 
 
+# Sessions (raw psycopg connections) -> the names of the statements prepared in them.
+_PREPARED: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+# invalid_sql_statement_name: the session lost its prepared statements (a pooler, DISCARD).
+_NOT_PREPARED = "26000"
+
+
+def _execute_prepared(cursor: Any, sql: str, arg: str) -> Any:
+    """``sql`` (one ``$1`` text parameter) as a session-level prepared statement: ``PREPARE``d
+    the first time this session runs it, then ``EXECUTE name(arg)`` — one simple-protocol
+    statement through Django's cursor, as before, that Postgres no longer plans (after five
+    runs it keeps a generic plan; DDL on the tables re-plans it by itself). ``read_local``'s
+    seven subqueries cost 0.3-0.5 ms to plan and 0.1 ms to run; planned on every
+    ``accountUsage`` call they were 7.7 % of Postgres' busy samples in a 10,000-job drain.
+    ``PREPARE`` is not transactional (a rollback keeps it). A session that lost it (a
+    transaction-mode pooler handing out another backend) fails the ``EXECUTE``: outside a
+    transaction it is prepared again and run once more; inside one the error stands."""
+    raw = connection.connection
+    name = "kody_" + hashlib.blake2b(sql.encode(), digest_size=8).hexdigest()
+    known = _PREPARED.setdefault(raw, set())
+    for attempt in (1, 2):
+        if name not in known:
+            cursor.execute(f"PREPARE {name}(text) AS {sql}")
+            known.add(name)
+        try:
+            cursor.execute(f"EXECUTE {name}(%s)", [arg])
+            return cursor.fetchone()
+        except ProgrammingError as exc:
+            lost = getattr(exc.__cause__, "sqlstate", None) == _NOT_PREPARED
+            if not lost or attempt == 2 or connection.in_atomic_block:
+                raise
+            known.discard(name)
+    raise AssertionError("unreachable")
+
+
 def read_local(uid: str, names: Iterable[str]) -> Local:
     """The table counts among ``names``, the storage buckets' estimate and the user's actor
-    table sets, in ONE query (the usage summary's; before, one round trip each)."""
+    table sets, in ONE query (the usage summary's; before, one round trip each), prepared
+    once per session (``_execute_prepared``)."""
     from apps.packages.models import UserStorageBucket
     from kody.userschema.schemas import PURGED, REGISTRY
 
@@ -126,8 +163,8 @@ def read_local(uid: str, names: Iterable[str]) -> Local:
             f"EXISTS (SELECT 1 FROM {REGISTRY} WHERE user_id = %(uid)s AND version <> {PURGED})",
             f"(SELECT table_sets FROM {REGISTRY} WHERE user_id = %(uid)s)",
         ]
-        cursor.execute("SELECT " + ", ".join(columns), {"uid": uid})
-        row = cursor.fetchone()
+        sql = ("SELECT " + ", ".join(columns)) % {"uid": "$1"}
+        row = _execute_prepared(cursor, sql, uid)
     for index, name in enumerate(present):
         tables[name] = int(row[index])
     bucket_bytes, schema, created = row[len(present) :]
