@@ -93,6 +93,25 @@ def test_a_tampered_owner_identity_refuses_every_call(owner):
         assert cursor.fetchone()[0] == 0
 
 
+def _identity(owner) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT owner_id FROM "{schema_name_for(owner.stable_user_id)}".mailbox_owner_identity'
+        )
+        return cursor.fetchall()
+
+
+def test_reading_an_untouched_mailbox_records_nothing_and_its_first_write_does(owner, outsider):
+    uid = owner.stable_user_id
+    assert Mailbox.call(uid, "list_messages") == {"messages": [], "nextCursor": None}
+    assert Mailbox.call(uid, "count")["messages"] == 0
+    assert _identity(owner) == []  # a read (ADR 0030) cannot write; nothing needed it yet
+    deliver(owner, 1)
+    assert _identity(owner) == [(uid,)]
+    assert len(Mailbox.call(uid, "list_messages")["messages"]) == 1
+    assert Mailbox.call(outsider.stable_user_id, "list_messages")["messages"] == []
+
+
 def test_a_full_mailbox_refuses_a_new_delivery_and_remembers_why(owner):
     deliver(owner, 1)
     uid = owner.stable_user_id

@@ -35,7 +35,7 @@ from apps.mailbox.models import (
 )
 from apps.mailbox.services import blobstore
 from kody import outbox
-from kody.actors import Actor, OwnerMismatch, deletion_safe
+from kody.actors import Actor, OwnerMismatch, deletion_safe, reads
 from kody.blobs.keys import email_attachment_key, email_raw_key
 
 MESSAGE_RETENTION = timedelta(days=365)
@@ -73,7 +73,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def owned(method: F) -> F:
-    """Check (and on first write, record) the owner identity before the method runs."""
+    """Check (and on first write, record) the owner identity before the method runs. A
+    ``@reads`` method goes outside it: ``@reads @owned def …``."""
 
     @functools.wraps(method)
     def wrapper(self: Mailbox, *args: Any, **kwargs: Any) -> Any:
@@ -226,12 +227,14 @@ class Mailbox(Actor):
         if found is None:
             owner = m.MailboxOwnerIdentity.objects.filter(id=1).values_list("owner_id", flat=True)
             found = owner.first()
-        if found is None:
+        if found is None and not self.context.read_only:
+            # A read (``@reads``) of a mailbox nothing was written to records nothing: its
+            # first write does.
             m.MailboxOwnerIdentity.objects.create(id=1, owner_id=self.user_id)
             m.MailboxMeta.objects.update_or_create(
                 key="schema_version", defaults={"value": str(m.MAILBOX_VERSION)}
             )
-        elif found != self.user_id:
+        elif found is not None and found != self.user_id:
             raise OwnerMismatch("this mailbox belongs to another owner")
         self._owner_checked = True
 
@@ -857,6 +860,7 @@ class Mailbox(Actor):
         )
         return [summary(r, counts.get(r.id, 0)) for r in rows]
 
+    @reads
     @owned
     def list_messages(
         self,
@@ -879,6 +883,7 @@ class Mailbox(Actor):
         found, next_cursor = self._page(rows, cursor, _limit(limit))
         return {"messages": self._summaries(found), "nextCursor": next_cursor}
 
+    @reads
     @owned
     def search_messages(
         self, query: str, limit: int | None = None, cursor: str | None = None
@@ -892,6 +897,7 @@ class Mailbox(Actor):
         found, next_cursor = self._page(rows, cursor, _limit(limit))
         return {"messages": self._summaries(found), "nextCursor": next_cursor}
 
+    @reads
     @owned
     def get_message(self, message_id: str) -> dict[str, Any]:
         msg = self._message(message_id)
@@ -916,6 +922,7 @@ class Mailbox(Actor):
             "attachments": [attachment_json(a) for a in atts],
         }
 
+    @reads
     @owned
     def locate_attachment(self, message_id: str, attachment_id: str) -> dict[str, Any]:
         """Where an attachment's bytes are, as canonical keys rebuilt from the owner and ids."""
@@ -931,6 +938,7 @@ class Mailbox(Actor):
             found["key"] = email_attachment_key(self.user_id, msg.id, att.id)
         return found
 
+    @reads
     @owned
     def list_delivery_events(
         self, message_id: str | None = None, limit: int | None = None, cursor: str | None = None
@@ -954,6 +962,7 @@ class Mailbox(Actor):
         msg.save(update_fields=["classification", "classification_reason", "updated_at"])
         return summary(msg)
 
+    @reads
     @owned
     def count(self) -> dict[str, int]:
         """Content-free row counts (the export manifest and maintenance status)."""
