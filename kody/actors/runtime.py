@@ -32,9 +32,10 @@ same round trip as the owner lock; while it is set only ``@deletion_safe`` metho
 the rest are answered ``AccountDeleting``, unrecorded.
 
 A batch with one user, and every call made inside a caller's transaction (inline), runs as
-one transaction per user as before. A lone inline call without an idempotency key (``fresh``)
-sends that prelude with its method's first statement, its checks as failing statements
-(``_run_fresh``, ADR 0027).
+one transaction per user as before. One user's calls outside any transaction (a lone inline
+call, a shard's one-user batch) send that prelude with the first method's first statement,
+its checks as failing statements (``_run_fresh``, ADR 0027); the record lookup becomes one
+more such check, left out for a call without an idempotency key (``fresh``; ADR 0033).
 
 Every transaction that commits calls ends with the fence guard (``kody.actors.fence``): a
 shard consumer that lost its shard raises ``FenceLost`` there, before COMMIT, and ``execute``
@@ -112,8 +113,9 @@ def execute(
 
     ``fresh``: the caller vouches that no call here can have run before — an inline call
     whose id was generated for it a moment ago (``dispatch``), never one off the queue (a
-    redelivery repeats its id) nor one with the caller's key. A lone fresh call outside any
-    transaction takes the optimistic prelude (``_run_fresh``)."""
+    redelivery repeats its id) nor one with the caller's key: its optimistic prelude skips
+    the record check. Any one user's calls outside a transaction take that prelude
+    (``_run_fresh``); a fresh call's has no record check."""
     outcomes: list[Outcome | None] = [None] * len(calls)
     groups: dict[tuple[str, str], _Group] = {}
     for index, call in enumerate(calls):
@@ -122,11 +124,14 @@ def execute(
         group.calls.append(call)
     # One lock order for every transaction: ascending user id (see the module docstring).
     ordered = sorted(groups.values(), key=lambda group: group.user_id)
-    if len(ordered) > 1 and not connections[using].in_atomic_block:
+    alone = not connections[using].in_atomic_block
+    if len(ordered) > 1 and alone:
         results = _run_batch(ordered, using)
     else:
-        fresh = fresh and len(calls) == 1 and not connections[using].in_atomic_block
-        results = [_run_group(group, using, fresh=fresh) for group in ordered]
+        # One user outside any transaction (a lone inline call, a shard's one-user batch):
+        # the optimistic prelude, checking for records unless the call is fresh.
+        fresh = fresh and len(calls) == 1
+        results = [_run_group(group, using, optimistic=alone, fresh=fresh) for group in ordered]
     for group, group_outcomes in zip(ordered, results, strict=True):
         for index, outcome in zip(group.indexes, group_outcomes, strict=True):
             outcomes[index] = outcome
@@ -224,14 +229,16 @@ def _refuse(group: _Group, exc: Exception) -> list[Outcome]:
     return [Outcome.failure(exc, recordable=False)] * len(group.calls)
 
 
-def _run_group(group: _Group, using: str, *, fresh: bool = False) -> list[Outcome]:
+def _run_group(
+    group: _Group, using: str, *, optimistic: bool = False, fresh: bool = False
+) -> list[Outcome]:
     try:
         ensure_schema(group.user_id, using, actors=group.actors)
         if connections[using].in_atomic_block:
             _check_lock_order(group.user_id, using)
         try:
-            if fresh and _LITERAL_ID.fullmatch(group.user_id):
-                outcomes = _run_fresh(group, using)
+            if optimistic and _optimistic(group, fresh=fresh):
+                outcomes = _run_fresh(group, using, fresh=fresh)
                 # None: the optimistic attempt failed and was rolled back; the plain path
                 # answers (a refusal, the method's error recorded behind its savepoint).
                 return outcomes or _transaction(group, using, savepoints=True)
@@ -380,69 +387,104 @@ def _in_transaction(
         return _run_calls(group, using, done, savepoints=savepoints, restricted=restricted)
 
 
-# User ids the optimistic prelude writes into its SQL as literals: nothing to quote or escape
-# (no quote, no backslash, no % for client-side binding). Any other id takes the plain path.
+# User ids and call ids the optimistic prelude writes into its SQL as literals: nothing to
+# quote or escape (no quote, no backslash, no % for client-side binding). Any other id takes
+# the plain path. (A call id is a generated hex id or ``<key>~<hash>``: ``~`` is allowed.)
 _LITERAL_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,255}")
+_LITERAL_CALL_ID = re.compile(r"[A-Za-z0-9_.:@+=~-]{1,255}")
 
 
-def _run_fresh(group: _Group, using: str) -> list[Outcome] | None:
-    """One fresh call (``execute(fresh=True)``) in two round trips instead of three: its
-    prelude goes out with the method's first statement (or, if the method sends none, with
-    the record and ``COMMIT``), and the checks that used to be read back before the method
-    ran are statements that FAIL instead:
+def _optimistic(group: _Group, *, fresh: bool) -> bool:
+    """Whether one user's calls may take the optimistic prelude (``_run_fresh``): ids it can
+    write as literals, and no id twice (a call pushed twice in one batch answers its second
+    copy from the first's outcome, which only the plain path does)."""
+    if not _LITERAL_ID.fullmatch(group.user_id):
+        return False
+    if fresh:
+        return True
+    ids = [call.id for call in group.calls]
+    return len(set(ids)) == len(ids) and all(_LITERAL_CALL_ID.fullmatch(each) for each in ids)
+
+
+def _run_fresh(group: _Group, using: str, *, fresh: bool = True) -> list[Outcome] | None:
+    """One user's calls in two round trips instead of three: the prelude goes out with the
+    first method's first statement (or, if the methods send none, with the records and
+    ``COMMIT``), and the checks that used to be read back before the methods ran are
+    statements that FAIL instead:
 
     * ``BEGIN``, ``search_path`` and the timeouts (``scope.deferred_prelude``);
     * the owner lock, ``SELECT 1 / count(*)`` over the owner row ``FOR UPDATE`` filtered by
       the caller's id — a missing or foreign owner divides by zero;
-    * unless the method is ``@deletion_safe``, the tombstone, a separate statement after the
-      lock (its snapshot is taken once the lock is held, as in the plain prelude) that
-      divides by zero when the user is marked for deletion.
+    * unless every method is ``@deletion_safe``, the tombstone, a separate statement after
+      the lock (its snapshot is taken once the lock is held, as in the plain prelude) that
+      divides by zero when the user is marked for deletion;
+    * unless the call is fresh (``execute(fresh=True)``: an id generated for this one run),
+      the call records: a statement after the lock that divides by zero when any of the
+      calls already has one (a redelivery, a retry with the caller's key; ADR 0033). The
+      plain path then answers it from its record.
 
     A failing check aborts the query before the method's statement runs, so no statement of
-    the method reaches the database without the owner lock and both checks; Postgres skips
-    the rest of a multi-statement query after an error. The record lookup is left out: a
-    fresh call has no record (its id was generated for this one run). What runs before the
-    checks is only the method's Python up to its first statement — no replay can get there
-    (fresh calls are never replays), and a refused call's Python prefix is what a batch
-    rerun already repeats today: methods keep their effects in the transaction (kernel.md).
+    a method reaches the database without the owner lock and every check; Postgres skips
+    the rest of a multi-statement query after an error. What runs before the checks is only
+    the first method's Python up to its first statement. For a redelivered call that prefix
+    runs once more before its record check fails — as a batch rerun already repeats it:
+    methods keep their effects in the transaction (kernel.md).
 
-    None when anything failed (the transaction is rolled back): the caller runs the call the
-    plain way, which answers a refusal or records the method's error. A lock or statement
-    timeout in the prelude's query is answered here (``ActorUnavailable``), so a stuck owner
-    row costs one ``lock_timeout``, not two."""
-    (call,) = group.calls
-    try:
-        safe = is_deletion_safe(actor_named(call.actor), call.method)
-    except Exception:
-        safe = False  # unknown actor or method: _invoke answers it without running anything
+    None when anything failed (the transaction is rolled back): the caller runs the calls
+    the plain way, which answers a refusal or a record, or records a method's error. For a
+    lone call a lock or statement timeout in the prelude's query is answered here
+    (``ActorUnavailable``), so a stuck owner row costs one ``lock_timeout``, not two; several
+    calls take the plain path, which refuses only the call whose own statement timed out."""
+    schema = quoted(group.schema)
     then = [
-        f"SELECT 1 / count(*) FROM (SELECT 1 FROM {quoted(group.schema)}.actor_owner"
+        f"SELECT 1 / count(*) FROM (SELECT 1 FROM {schema}.actor_owner"
         f" WHERE id = 1 AND owner_id = '{group.user_id}' FOR UPDATE) AS owner"
     ]
-    if not safe:
+    if not all(_deletion_safe(call) for call in group.calls):
         then.append(
             f"SELECT 1 / (count(*) = 0)::int FROM {REGISTRY}"
             f" WHERE user_id = '{group.user_id}' AND deleting_at IS NOT NULL"
         )
+    if not fresh:
+        ids = ", ".join(f"'{call.id}'" for call in group.calls)
+        then.append(f"SELECT 1 / (count(*) = 0)::int FROM {schema}.actor_calls WHERE id IN ({ids})")
     deferred = None
     try:
         with (
             transaction.atomic(using=using),
             deferred_prelude(group.schema, then, using, timeouts=_timeouts()) as deferred,
         ):
-            outcome = _invoke(call, using, savepoints=False)
-            if deferred.failed is not None:  # the method swallowed the prelude's error
-                raise _MethodRaised from deferred.failed
-            recorded = [(call, outcome)] if outcome.recordable else []
+            outcomes: list[Outcome] = []
+            for call in group.calls:
+                outcomes.append(_invoke(call, using, savepoints=False))
+                if deferred.failed is not None:  # the method swallowed the prelude's error
+                    raise _MethodRaised from deferred.failed
+            recorded = [
+                (call, outcome)
+                for call, outcome in zip(group.calls, outcomes, strict=True)
+                if outcome.recordable
+            ]
             _finish(_record_statements(group, recorded), using)
-        return [outcome]
+        return outcomes
     except Exception as exc:
+        failed = deferred.failed if deferred is not None else None
+        if isinstance(exc, fence.FenceLost) and failed is not None:
+            # The methods sent no statement, so the prelude rode on the records' query with
+            # the fence guard, and its checks fail with the guard's error. The plain path
+            # tells them apart: its own guard raises FenceLost again if the shard is lost.
+            return None
         if _fatal(exc, using):
             raise
-        failed = deferred.failed if deferred is not None else None
-        if failed is not None and _timeout_reason(failed):
+        if failed is not None and len(group.calls) == 1 and _timeout_reason(failed):
             return _refuse(group, _typed(failed))  # type: ignore[arg-type]
         return None
+
+
+def _deletion_safe(call: Call) -> bool:
+    try:
+        return is_deletion_safe(actor_named(call.actor), call.method)
+    except Exception:
+        return False  # unknown actor or method: _invoke answers it without running anything
 
 
 def _timeouts() -> tuple[int, int]:

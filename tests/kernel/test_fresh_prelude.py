@@ -47,9 +47,9 @@ def paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     seen = {"fresh": 0, "fell_back": 0, "queries": 0}
     run_fresh, in_one_query = runtime._run_fresh, scope.in_one_query
 
-    def spy_fresh(group, using):  # type: ignore[no-untyped-def]
+    def spy_fresh(group, using, **kwargs):  # type: ignore[no-untyped-def]
         seen["fresh"] += 1
-        outcomes = run_fresh(group, using)
+        outcomes = run_fresh(group, using, **kwargs)
         seen["fell_back"] += outcomes is None
         return outcomes
 
@@ -71,14 +71,19 @@ def counter(user: str) -> int:
     return Probe.call(user, "bump") - 1  # what it was before this read's own bump
 
 
-def test_a_keyless_inline_call_is_two_queries_and_a_keyed_one_three(users, paths):
+def test_a_keyless_inline_call_is_two_queries_and_so_is_a_keyed_one(users, paths):
     a, _ = users
     charge = {"resource": "execute_calls_per_day", "day": timezone.now().date().isoformat()}
     assert UserMeter.call(a, "consume", limit=10, **charge)["allowed"] is True
     assert paths == {"fresh": 1, "fell_back": 0, "queries": 2}
     paths["queries"] = 0
-    UserMeter.call(a, "consume", limit=10, idempotency_key="k", **charge)
-    assert paths == {"fresh": 1, "fell_back": 0, "queries": 3}  # keyed: the plain path
+    first = UserMeter.call(a, "consume", limit=10, idempotency_key="k", **charge)
+    assert paths == {"fresh": 2, "fell_back": 0, "queries": 2}  # keyed: plus a record check
+    paths["queries"] = 0
+    # Its retry finds the record: the check fails, the plain path answers from the record.
+    assert UserMeter.call(a, "consume", limit=10, idempotency_key="k", **charge) == first
+    assert paths == {"fresh": 3, "fell_back": 1, "queries": 1 + 2}
+    assert UserMeter.call(a, "read", **charge)["count"] == first["count"]  # charged once
 
 
 def test_the_prelude_rides_on_the_first_statement_with_its_begin(users):
