@@ -30,17 +30,22 @@ log = logging.getLogger("kody.actors")
 MAX_KEY_LENGTH = 160
 
 
-def call_id_for(user_id: str, key: str | None) -> str:
+def call_id_for(user_id: str, key: str) -> str:
     """The wire id of a call: its idempotency key scoped to the user.
 
     The id names the call's record (``actor_calls``) and its reply (``actors.reply.…``), so
     two users who pick the same key must get different ids, or one could be answered with the
-    other's outcome. A generated key is random and needs no scope."""
-    if key is None:
-        return uuid.uuid4().hex
+    other's outcome. A key generated for a call (``new_key``) is scoped the same way, so the
+    key a timeout names (``ActorCallTimeout.call_id``) finds the first attempt's record."""
     if not key or len(key) > MAX_KEY_LENGTH:
         raise ValueError(f"an idempotency key is 1 to {MAX_KEY_LENGTH} characters")
     return f"{key}~{hashlib.blake2b(user_id.encode(), digest_size=8).hexdigest()}"
+
+
+def new_key() -> str:
+    """A random idempotency key for a call made without one (returned by ``cast``, named by
+    ``ActorUnavailable`` and ``ActorCallTimeout``: retrying with it applies the call once)."""
+    return uuid.uuid4().hex
 
 
 def _build(
@@ -49,7 +54,7 @@ def _build(
     method: str,
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
-    key: str | None,
+    key: str,
     reply: bool,
 ) -> Call:
     method_of(actor, method)
@@ -78,7 +83,7 @@ def _outage(exc: BaseException) -> bool:
 
 
 @contextmanager
-def _unavailable_as_typed(call: Call, key: str | None, what: str) -> Iterator[None]:
+def _unavailable_as_typed(call: Call, key: str, what: str) -> Iterator[None]:
     """Turn an unreachable broker or database into ActorUnavailable, naming the key to retry
     with (the caller's own, or the one generated for this call)."""
     try:
@@ -88,21 +93,21 @@ def _unavailable_as_typed(call: Call, key: str | None, what: str) -> Iterator[No
             raise
         log.warning("actor %s unavailable for %s.%s: %s", what, call.actor, call.method, exc)
         raise ActorUnavailable(
-            details={"idempotency_key": key or call.id, "retry_after_seconds": 5}
+            details={"idempotency_key": key, "retry_after_seconds": 5}
         ) from exc
 
 
-def _run_inline(call: Call, key: str | None) -> Outcome:
+def _run_inline(call: Call, key: str, *, generated: bool) -> Outcome:
     from kody.actors.runtime import execute
 
-    # Arguments reach the method exactly as they would off the queue: through JSON. Without
-    # a key the call's id was generated for this one run: it cannot have a record, so the
-    # runtime may skip the lookup and send its prelude with the method (``fresh``).
+    # Arguments reach the method exactly as they would off the queue: through JSON. A key
+    # generated for this one run cannot have a record: the runtime may skip the lookup and
+    # send its prelude with the method (``fresh``).
     with _unavailable_as_typed(call, key, "database"):
-        return execute([Call.decode(call.encode())], fresh=key is None)[0]
+        return execute([Call.decode(call.encode())], fresh=generated)[0]
 
 
-def _run_read(actor: type[Actor], call: Call, key: str | None) -> Any:
+def _run_read(actor: type[Actor], call: Call, key: str) -> Any:
     """A ``@reads`` call on this connection, then the housekeeping it asked for, cast."""
     from kody.actors.readonly import execute_read
 
@@ -126,11 +131,13 @@ def call(
     timeout: float | None = None,
     key: str | None = None,
 ) -> Any:
+    generated = key is None
+    key = new_key() if key is None else key
     message = _build(actor, user_id, method, args, kwargs, key, reply=True)
     if is_read(actor, method):
         return _run_read(actor, message, key)
     if settings.KODY_ACTORS_INLINE:
-        return _run_inline(message, key).unwrap()
+        return _run_inline(message, key, generated=generated).unwrap()
     wait = float(timeout if timeout is not None else settings.KODY_ACTOR_CALL_TIMEOUT)
     if wait <= 0:
         raise ValueError("timeout must be positive")
@@ -139,7 +146,7 @@ def call(
         reply = transport.push_and_wait(shard, message.encode(), message.id, wait)
     if reply is None:
         # ``call_id`` is the key to retry with (the caller's own, or the one generated here).
-        raise ActorCallTimeout(actor.name, method, key or message.id, wait)
+        raise ActorCallTimeout(actor.name, method, key, wait)
     return unwrap(reply)
 
 
@@ -158,12 +165,14 @@ def cast(
     it has nothing to do without its reply."""
     if is_read(actor, method):
         raise TypeError(f"{actor.name}.{method} only reads: call it, a cast would do nothing")
+    generated = key is None
+    key = new_key() if key is None else key
     message = _build(actor, user_id, method, args, kwargs, key, reply=False)
     if settings.KODY_ACTORS_INLINE:
-        outcome = _run_inline(message, key)
+        outcome = _run_inline(message, key, generated=generated)
         if not outcome.ok:
             log.warning("inline cast %s.%s failed: %s", actor.name, method, outcome.text[:500])
-        return key or message.id
+        return key
     with _unavailable_as_typed(message, key, "broker"):
         transport.push(transport.shard_for(user_id), message.encode())
-    return key or message.id
+    return key
