@@ -92,9 +92,7 @@ def _unavailable_as_typed(call: Call, key: str, what: str) -> Iterator[None]:
         if not _outage(exc):
             raise
         log.warning("actor %s unavailable for %s.%s: %s", what, call.actor, call.method, exc)
-        raise ActorUnavailable(
-            details={"idempotency_key": key, "retry_after_seconds": 5}
-        ) from exc
+        raise ActorUnavailable(details={"idempotency_key": key, "retry_after_seconds": 5}) from exc
 
 
 def _run_inline(call: Call, key: str, *, generated: bool) -> Outcome:
