@@ -21,6 +21,19 @@ def rows_by_name(summary: dict) -> dict[str, dict]:
     return {row["resource"]: row for row in summary["resources"]}
 
 
+def _bucket(user, storage_id: str, size: int) -> None:  # type: ignore[no-untyped-def]
+    """A storage bucket's estimate for ``user`` (the inventory the usage read sums)."""
+    from apps.packages.models import UserStorageBucket
+
+    UserStorageBucket.objects.create(
+        user_id=user.stable_user_id,
+        storage_id=storage_id,
+        kind="job",
+        estimated_bytes=size,
+        last_seen_at=NOON,
+    )
+
+
 def test_summary_has_every_limit_with_use_unit_and_reset(owner):
     services.consume(owner, "execute_calls_per_day", 7, now=NOON)
     summary = services.usage_summary(owner, now=NOON)
@@ -51,20 +64,10 @@ def test_the_row_counts_buckets_and_actor_state_are_one_query(owner, outsider):
 
     from apps.entitlements.services import counters
     from apps.jobs.actor import RunLog
-    from apps.packages.models import UserStorageBucket
 
-    def bucket(user, storage_id: str, size: int) -> None:
-        UserStorageBucket.objects.create(
-            user_id=user.stable_user_id,
-            storage_id=storage_id,
-            kind="job",
-            estimated_bytes=size,
-            last_seen_at=NOON,
-        )
-
-    bucket(owner, "job:a", 100)
-    bucket(owner, "job:b", 20)
-    bucket(outsider, "job:c", 5000)
+    _bucket(owner, "job:a", 100)
+    _bucket(owner, "job:b", 20)
+    _bucket(outsider, "job:c", 5000)
     names = ["repos", "scheduled_jobs", "secrets", "saved_packages", "repo_sessions"]
     counters.read_local(owner.stable_user_id, names)  # learns which tables exist
     with CaptureQueriesContext(connection) as queries:
@@ -83,20 +86,11 @@ def test_the_prepared_read_sees_each_change_and_only_the_owners_rows(owner, outs
     from apps.entitlements.services import counters
     from apps.packages.models import UserStorageBucket
 
-    def bucket(user, storage_id: str, size: int) -> None:  # type: ignore[no-untyped-def]
-        UserStorageBucket.objects.create(
-            user_id=user.stable_user_id,
-            storage_id=storage_id,
-            kind="job",
-            estimated_bytes=size,
-            last_seen_at=NOON,
-        )
-
     names = ["scheduled_jobs"]
     for _ in range(8):  # past the runs after which Postgres keeps a generic plan
         assert counters.read_local(owner.stable_user_id, names).bucket_bytes == 0
-    bucket(owner, "job:a", 7)
-    bucket(outsider, "job:b", 500)
+    _bucket(owner, "job:a", 7)
+    _bucket(outsider, "job:b", 500)
     assert counters.read_local(owner.stable_user_id, names).bucket_bytes == 7
     assert counters.read_local(outsider.stable_user_id, names).bucket_bytes == 500
     UserStorageBucket.objects.filter(user_id=owner.stable_user_id).delete()

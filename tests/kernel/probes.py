@@ -7,10 +7,13 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 
+from kody.actors import runtime
 from kody.actors.wire import Call
+from kody.userschema import scope
 from kody.userschema.naming import schema_name_for
 from tests.kernel.conftest import new_user_id
 from tests.kernel.sample_actors import Probe
@@ -64,3 +67,37 @@ def owner_lock_held(user: str) -> Iterator[None]:
     finally:
         release.set()
         holder.join()
+
+
+@contextmanager
+def prelude_paths(monkeypatch: Any, attempts: str) -> Iterator[dict[str, int]]:
+    """Counts, while the block runs: optimistic prelude attempts (``runtime._run_fresh``,
+    under the name ``attempts``), how many fell back to the plain path, and the queries sent
+    (each Django execute, and each prelude the plain path sends on its own cursor:
+    ``scope.in_one_query``)."""
+    seen = {attempts: 0, "fell_back": 0, "queries": 0}
+    run_fresh, in_one_query = runtime._run_fresh, scope.in_one_query
+
+    def spy_fresh(group, using, **kwargs):  # type: ignore[no-untyped-def]
+        seen[attempts] += 1
+        outcomes = run_fresh(group, using, **kwargs)
+        seen["fell_back"] += outcomes is None
+        return outcomes
+
+    def spy_query(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen["queries"] += 1
+        return in_one_query(*args, **kwargs)
+
+    def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        seen["queries"] += 1
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(runtime, "_run_fresh", spy_fresh)
+    monkeypatch.setattr(scope, "in_one_query", spy_query)
+    with connection.execute_wrapper(count):
+        yield seen
+
+
+def counter(user: str) -> int:
+    """``Probe``'s counter for today as it was before this read's own bump."""
+    return Probe.call(user, "bump") - 1

@@ -10,6 +10,8 @@ takes three) and that every refusal, error and odd method still ends as on the p
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -19,12 +21,11 @@ from kody.actors import ActorUnavailable, OwnerMismatch, runtime
 from kody.actors.runtime import execute
 from kody.actors.wire import Call
 from kody.errors import AccountDeleting
-from kody.userschema import scope
 from kody.userschema.naming import schema_name_for
 from kody.userschema.schemas import mark_deleting, unmark_deleting
-from tests.kernel.probes import owner_lock_held, probed_users
+from tests.kernel.probes import counter, owner_lock_held, prelude_paths, probed_users
 from tests.kernel.probes import probe_call as call
-from tests.kernel.sample_actors import Probe, ProbeFailed
+from tests.kernel.sample_actors import ProbeFailed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,35 +41,9 @@ def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no
 
 
 @pytest.fixture
-def paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """How many fresh attempts were made, how many fell back to the plain path, and how many
-    queries went out (each Django execute, and each prelude the plain path sends on its own
-    cursor: ``scope.in_one_query``)."""
-    seen = {"fresh": 0, "fell_back": 0, "queries": 0}
-    run_fresh, in_one_query = runtime._run_fresh, scope.in_one_query
-
-    def spy_fresh(group, using, **kwargs):  # type: ignore[no-untyped-def]
-        seen["fresh"] += 1
-        outcomes = run_fresh(group, using, **kwargs)
-        seen["fell_back"] += outcomes is None
-        return outcomes
-
-    def spy_query(*args, **kwargs):  # type: ignore[no-untyped-def]
-        seen["queries"] += 1
-        return in_one_query(*args, **kwargs)
-
-    def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        seen["queries"] += 1
-        return execute(sql, params, many, context)
-
-    monkeypatch.setattr(runtime, "_run_fresh", spy_fresh)
-    monkeypatch.setattr(scope, "in_one_query", spy_query)
-    with connection.execute_wrapper(count):
+def paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
+    with prelude_paths(monkeypatch, "fresh") as seen:
         yield seen
-
-
-def counter(user: str) -> int:
-    return Probe.call(user, "bump") - 1  # what it was before this read's own bump
 
 
 def test_a_keyless_inline_call_is_two_queries_and_so_is_a_keyed_one(users, paths):

@@ -11,16 +11,17 @@ as literals all end as on the plain path: every call applied once, answered in o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.db import connection
 
 from kody.actors import OwnerMismatch, fence, runtime
 from kody.actors.runtime import execute
 from kody.actors.wire import Call
-from kody.userschema import scope
+from tests.kernel.probes import counter, prelude_paths, probed_users
 from tests.kernel.probes import probe_call as call
-from tests.kernel.probes import probed_users
-from tests.kernel.sample_actors import Probe, ProbeFailed
+from tests.kernel.sample_actors import ProbeFailed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,33 +33,9 @@ def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no
 
 
 @pytest.fixture
-def paths(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Optimistic attempts, how many fell back to the plain path, and queries sent."""
-    seen = {"optimistic": 0, "fell_back": 0, "queries": 0}
-    run_fresh, in_one_query = runtime._run_fresh, scope.in_one_query
-
-    def spy_fresh(group, using, **kwargs):  # type: ignore[no-untyped-def]
-        seen["optimistic"] += 1
-        outcomes = run_fresh(group, using, **kwargs)
-        seen["fell_back"] += outcomes is None
-        return outcomes
-
-    def spy_query(*args, **kwargs):  # type: ignore[no-untyped-def]
-        seen["queries"] += 1
-        return in_one_query(*args, **kwargs)
-
-    def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        seen["queries"] += 1
-        return execute(sql, params, many, context)
-
-    monkeypatch.setattr(runtime, "_run_fresh", spy_fresh)
-    monkeypatch.setattr(scope, "in_one_query", spy_query)
-    with connection.execute_wrapper(count):
+def paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
+    with prelude_paths(monkeypatch, "optimistic") as seen:
         yield seen
-
-
-def counter(user: str) -> int:
-    return Probe.call(user, "bump") - 1  # what it was before this read's own bump
 
 
 def values(outcomes) -> list:  # type: ignore[no-untyped-def]
