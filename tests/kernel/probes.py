@@ -101,3 +101,27 @@ def prelude_paths(monkeypatch: Any, attempts: str) -> Iterator[dict[str, int]]:
 def counter(user: str) -> int:
     """``Probe``'s counter for today as it was before this read's own bump."""
     return Probe.call(user, "bump") - 1
+
+
+@contextmanager
+def sent_with_the_prelude() -> Iterator[list[str]]:
+    """The SQL of every query sent inside a deferred prelude the runtime opens while the block
+    runs (a wrapper installed after the prelude's own, so it sees what the prelude sends)."""
+    sent: list[str] = []
+    outer = runtime.deferred_prelude
+
+    def keep(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        result = execute(sql, params, many, context)
+        sent.append(sql)
+        return result
+
+    @contextmanager
+    def both(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        with outer(*args, **kwargs) as deferred, connection.execute_wrapper(keep):
+            yield deferred
+
+    runtime.deferred_prelude = both  # type: ignore[assignment]
+    try:
+        yield sent
+    finally:
+        runtime.deferred_prelude = outer

@@ -17,13 +17,19 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.entitlements.actor import UserMeter
-from kody.actors import ActorUnavailable, OwnerMismatch, runtime
+from kody.actors import ActorUnavailable, OwnerMismatch
 from kody.actors.runtime import execute
 from kody.actors.wire import Call
 from kody.errors import AccountDeleting
 from kody.userschema.naming import schema_name_for
 from kody.userschema.schemas import mark_deleting, unmark_deleting
-from tests.kernel.probes import counter, owner_lock_held, prelude_paths, probed_users
+from tests.kernel.probes import (
+    counter,
+    owner_lock_held,
+    prelude_paths,
+    probed_users,
+    sent_with_the_prelude,
+)
 from tests.kernel.probes import probe_call as call
 from tests.kernel.sample_actors import ProbeFailed
 
@@ -63,31 +69,8 @@ def test_a_keyless_inline_call_is_two_queries_and_so_is_a_keyed_one(users, paths
 
 def test_the_prelude_rides_on_the_first_statement_with_its_begin(users):
     a, _ = users
-    sent: list[str] = []
-
-    def keep(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        result = execute(sql, params, many, context)
-        sent.append(sql)
-        return result
-
-    # Installed after the prelude's wrapper (so inside it), this one sees what it sends.
-    outer = runtime.deferred_prelude
-
-    def installing(*args, **kwargs):  # type: ignore[no-untyped-def]
-        import contextlib
-
-        @contextlib.contextmanager
-        def both():  # type: ignore[no-untyped-def]
-            with outer(*args, **kwargs) as deferred, connection.execute_wrapper(keep):
-                yield deferred
-
-        return both()
-
-    runtime.deferred_prelude = installing
-    try:
+    with sent_with_the_prelude() as sent:
         assert fresh(call(a, "rows_touched")).unwrap()["touched"] == 1
-    finally:
-        runtime.deferred_prelude = outer
     first = sent[0].split(";\n")
     assert first[0] == "BEGIN"
     assert "set_config('search_path'" in first[1]

@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 
-from kody.actors import OwnerMismatch, fence, runtime
+from kody.actors import OwnerMismatch, fence
 from kody.actors.runtime import execute
 from kody.actors.wire import Call
-from tests.kernel.probes import counter, prelude_paths, probed_users
+from tests.kernel.probes import counter, prelude_paths, probed_users, sent_with_the_prelude
 from tests.kernel.probes import probe_call as call
 from tests.kernel.sample_actors import ProbeFailed
 
@@ -110,30 +109,9 @@ def test_a_forged_owner_is_refused_before_any_statement_of_the_batch(users, path
 
 def test_the_record_check_follows_the_owner_lock(users):
     a, _ = users
-    sent: list[str] = []
-
-    def keep(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        sent.append(sql)
-        return execute(sql, params, many, context)
-
     one = call(a, "rows_touched")
-    outer = runtime.deferred_prelude
-
-    def installing(*args, **kwargs):  # type: ignore[no-untyped-def]
-        import contextlib
-
-        @contextlib.contextmanager
-        def both():  # type: ignore[no-untyped-def]
-            with outer(*args, **kwargs) as deferred, connection.execute_wrapper(keep):
-                yield deferred
-
-        return both()
-
-    runtime.deferred_prelude = installing
-    try:
+    with sent_with_the_prelude() as sent:
         assert execute([one])[0].unwrap()["touched"] == 1
-    finally:
-        runtime.deferred_prelude = outer
     first = sent[0].split(";\n")
     assert first[0] == "BEGIN"
     assert "actor_owner" in first[2] and "FOR UPDATE" in first[2]
