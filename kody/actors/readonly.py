@@ -25,18 +25,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.db.utils import ProgrammingError
 
 from kody.actors.base import CallContext, actor_named, is_deletion_safe, method_of
 from kody.actors.errors import OwnerMismatch, typed_timeout
+from kody.actors.runtime import actor_timeouts
 from kody.actors.wire import Call, Outcome
 from kody.errors import AccountDeleting
 from kody.userschema.accounts import NoLiveAccount
-from kody.userschema.naming import checked
 from kody.userschema.schemas import REGISTRY, ensure_schema, known
-from kody.userschema.scope import in_one_query
+from kody.userschema.scope import in_one_query, schema_settings
 
 FollowUps = list[tuple[str, dict[str, Any]]]
 
@@ -95,7 +94,7 @@ def _in_snapshot(actor: type, method: str, call: Call, context: CallContext, usi
     # goes out with the savepoint's own statement, before it: the rollback cannot undo it.
     with transaction.atomic(using=using):
         try:
-            _prelude(connection, call, nested=nested)
+            _prelude(connection, actor, call, nested=nested)
             bound = getattr(actor(context), method)
             try:
                 return Outcome.success(bound(*call.args, **call.kwargs))
@@ -112,18 +111,13 @@ def _in_snapshot(actor: type, method: str, call: Call, context: CallContext, usi
             transaction.set_rollback(True, using=using)
 
 
-def _prelude(connection: Any, call: Call, *, nested: bool) -> None:
+def _prelude(connection: Any, actor: type, call: Call, *, nested: bool) -> None:
     """One round trip: read-only (and, on its own, REPEATABLE READ), the search path and the
     actor timeouts, then the owner row and the tombstone, both checked."""
-    lock, statement = settings.KODY_ACTOR_LOCK_TIMEOUT_MS, settings.KODY_ACTOR_STATEMENT_TIMEOUT_MS
     first = (
         "SELECT set_config('transaction_read_only', 'on', true)"
         if nested
         else "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-    )
-    configs = (
-        "SELECT set_config('search_path', %s, true), set_config('lock_timeout', %s, true),"
-        " set_config('statement_timeout', %s, true)"
     )
     checks = (
         "SELECT (SELECT owner_id FROM actor_owner WHERE id = 1), EXISTS (SELECT 1"
@@ -134,7 +128,7 @@ def _prelude(connection: Any, call: Call, *, nested: bool) -> None:
             connection,
             [
                 (first, ()),
-                (configs, [f"{checked(call.schema)}, public", f"{lock}ms", f"{statement}ms"]),
+                schema_settings(call.schema, actor_timeouts()),
                 (checks, [call.user_id]),
             ],
         )
@@ -143,5 +137,5 @@ def _prelude(connection: Any, call: Call, *, nested: bool) -> None:
     owner, deleting = rows[0]
     if owner != call.user_id:
         raise OwnerMismatch(f"schema {call.schema} does not belong to the calling user")
-    if deleting and not is_deletion_safe(actor_named(call.actor), call.method):
+    if deleting and not is_deletion_safe(actor, call.method):
         raise AccountDeleting(details={"actor": call.actor, "method": call.method})

@@ -374,7 +374,7 @@ def _in_transaction(
         # Read after the owner lock: a mark_deleting that held it is seen here.
         (f"SELECT deleting_at FROM {REGISTRY} WHERE user_id = %s", [group.user_id]),
     ]
-    with user_schema_scope(group.schema, using, then=prelude, timeouts=_timeouts()) as (
+    with user_schema_scope(group.schema, using, then=prelude, timeouts=actor_timeouts()) as (
         owner,
         records,
         tombstone,
@@ -452,7 +452,7 @@ def _run_fresh(group: _Group, using: str, *, fresh: bool = True) -> list[Outcome
     try:
         with (
             transaction.atomic(using=using),
-            deferred_prelude(group.schema, then, using, timeouts=_timeouts()) as deferred,
+            deferred_prelude(group.schema, then, using, timeouts=actor_timeouts()) as deferred,
         ):
             outcomes: list[Outcome] = []
             for call in group.calls:
@@ -487,7 +487,7 @@ def _deletion_safe(call: Call) -> bool:
         return False  # unknown actor or method: _invoke answers it without running anything
 
 
-def _timeouts() -> tuple[int, int]:
+def actor_timeouts() -> tuple[int, int]:
     """Every actor transaction's ``lock_timeout`` and ``statement_timeout`` (module docstring)."""
     return settings.KODY_ACTOR_LOCK_TIMEOUT_MS, settings.KODY_ACTOR_STATEMENT_TIMEOUT_MS
 
@@ -551,7 +551,7 @@ def _batch_prelude(
     _, owners, records = in_one_query(
         connections[using],
         [
-            set_timeouts(_timeouts()),
+            set_timeouts(actor_timeouts()),
             ("\nUNION ALL ".join(locks), ()),
             ("\nUNION ALL ".join(reads), params),
         ],

@@ -247,19 +247,25 @@ def user_schema_scope(
     statements: list[Statement] = []
     if nested:
         statements.append((f"SELECT {', '.join(map(_current, _SETTINGS))}", ()))
-    # set_config(..., true) is SET LOCAL; one statement sets the path and the timeouts.
+    statements.append(schema_settings(schema, timeouts))
+    results = in_one_query(connection, [*statements, *then])
+    yield results[len(statements) :]
+    if nested and not connection.needs_rollback:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {', '.join(map(_restore, _SETTINGS))}", list(results[0][0]))
+
+
+def schema_settings(schema: str, timeouts: tuple[int, int] | None = None) -> Statement:
+    """ONE statement setting ``search_path`` to the user's schema and, with ``timeouts``
+    (milliseconds: lock wait, statement), both timeouts; ``set_config(..., true)`` is
+    ``SET LOCAL``. What ``user_schema_scope`` sends first, and a read's prelude too."""
     configs = ["set_config('search_path', %s, true)"]
     params = [f"{checked(schema)}, public"]  # u_ + hex: needs no quotes
     if timeouts is not None:
         more, values = _timeout_configs(timeouts)
         configs += more
         params += values
-    statements.append((f"SELECT {', '.join(configs)}", params))
-    results = in_one_query(connection, [*statements, *then])
-    yield results[len(statements) :]
-    if nested and not connection.needs_rollback:
-        with connection.cursor() as cursor:
-            cursor.execute(f"SELECT {', '.join(map(_restore, _SETTINGS))}", list(results[0][0]))
+    return f"SELECT {', '.join(configs)}", params
 
 
 def set_timeouts(timeouts: tuple[int, int]) -> Statement:
