@@ -720,11 +720,9 @@ class UserMeter(Actor):
         cursor.execute(f"WITH {_PRUNE} SELECT 1", {"cutoff": _cutoff(day)})
 
     def _prune_reading(self, cursor: Any, day: date) -> None:
-        """A read path's prune: as the writer, the prune itself; beside it (``@reads``, a
-        read-only snapshot), a check, and the prune asked of the writer if it has work."""
-        if not self.context.read_only:
-            self._prune(cursor, day)
-            return
+        """A read path's prune: a check, and when there are rows past the window, the prune
+        asked for with ``follow_up`` (cast to the writer after a ``@reads`` call, done at once
+        when the method runs as the writer) — as ``snapshot`` does in its one statement."""
         cursor.execute(f"SELECT {_STALE}", {"cutoff": _cutoff(day)})
         if cursor.fetchone()[0]:
             self.follow_up("prune", day=day.isoformat())
