@@ -39,6 +39,16 @@ def outsider_id(user_schemas_cleanup: None) -> str:
 
 
 @pytest.fixture
+def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no-untyped-def]
+    """Two users in ascending id order, each with its schema and a ``Probe`` counter at 1, and
+    actor calls inline (a module that needs another cast defines its own ``users``)."""
+    from tests.kernel.probes import probed_users  # probes imports this module
+
+    settings.KODY_ACTORS_INLINE = True
+    return probed_users(2)
+
+
+@pytest.fixture
 def inline_actors(settings):  # type: ignore[no-untyped-def]
     settings.KODY_ACTORS_INLINE = True
 

@@ -27,7 +27,6 @@ from tests.kernel.probes import (
     counter,
     owner_lock_held,
     prelude_paths,
-    probed_users,
     sent_with_the_prelude,
 )
 from tests.kernel.probes import probe_call as call
@@ -38,12 +37,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def fresh(one: Call):  # type: ignore[no-untyped-def]
     return execute([one], fresh=True)[0]
-
-
-@pytest.fixture
-def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no-untyped-def]
-    settings.KODY_ACTORS_INLINE = True
-    return probed_users(2)
 
 
 @pytest.fixture

@@ -19,17 +19,11 @@ from kody.userschema.hibernation import hibernate_schema
 from kody.userschema.naming import schema_name_for
 from kody.userschema.schemas import known, mark_deleting, unmark_deleting
 from tests.kernel.conftest import clear_actor_queues
-from tests.kernel.probes import owner_lock_held, probed_users
+from tests.kernel.probes import owner_lock_held
 from tests.kernel.probes import probe_call as call
 from tests.kernel.sample_actors import Probe
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no-untyped-def]
-    settings.KODY_ACTORS_INLINE = True
-    return probed_users(2)
 
 
 def _records(user: str) -> int:

@@ -18,17 +18,11 @@ import pytest
 from kody.actors import OwnerMismatch, fence
 from kody.actors.runtime import execute
 from kody.actors.wire import Call
-from tests.kernel.probes import counter, prelude_paths, probed_users, sent_with_the_prelude
+from tests.kernel.probes import counter, prelude_paths, sent_with_the_prelude
 from tests.kernel.probes import probe_call as call
 from tests.kernel.sample_actors import ProbeFailed
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no-untyped-def]
-    settings.KODY_ACTORS_INLINE = True
-    return probed_users(2)
 
 
 @pytest.fixture
