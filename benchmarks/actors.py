@@ -211,7 +211,18 @@ def celery_task_call() -> Callable[[int], object]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--rows",
+        default="",
+        help="comma-separated words; run only the rows whose label holds one of them "
+        "(e.g. 'raw,inline,1 caller'); pgbench always runs",
+    )
     options = parser.parse_args()
+    wanted = [word.strip() for word in options.rows.split(",") if word.strip()]
+
+    def runs(label: str) -> bool:
+        return not wanted or any(word in label for word in wanted)
+
     setup_django()
     from django.conf import settings
 
@@ -242,20 +253,23 @@ def main() -> None:
         ("raw SQL from Python, 1 caller", raw_sql(one), 1),
         ("inline actor call (no queue), 1 caller", meter_call([one]), 1),
     ):
-        results[label] = closed_loop(fn, threads, seconds)
-        print(row(label, results[label]))
+        if runs(label):
+            results[label] = closed_loop(fn, threads, seconds)
+            print(row(label, results[label]))
 
     settings.KODY_ACTORS_INLINE = False
-    baseline = celery_worker("bench")
-    try:
-        celery_task_call()(0)  # warm up and wait for the worker
-        for threads in (1, 8):
-            label = f"one Celery task per call, {threads} caller(s)"
-            results[label] = closed_loop(celery_task_call(), threads, seconds)
-            print(row(label, results[label]))
-    finally:
-        baseline.terminate()
-        baseline.wait(timeout=60)
+    celery_rows = [f"one Celery task per call, {threads} caller(s)" for threads in (1, 8)]
+    if any(runs(label) for label in celery_rows):
+        baseline = celery_worker("bench")
+        try:
+            celery_task_call()(0)  # warm up and wait for the worker
+            for threads, label in zip((1, 8), celery_rows, strict=True):
+                if runs(label):
+                    results[label] = closed_loop(celery_task_call(), threads, seconds)
+                    print(row(label, results[label]))
+        finally:
+            baseline.terminate()
+            baseline.wait(timeout=60)
 
     one_user = {"1 caller": (1, 1), "8 callers": (1, 8), "32 callers (4 procs)": (4, 8)}
     many_users = {"1 caller": (1, 1), "64 callers (4 procs)": (4, 16)}
@@ -263,19 +277,27 @@ def main() -> None:
         meter_call([one])(0)
         for name, (procs, threads) in one_user.items():
             label = f"queue call(), one user, {name}"
+            if not runs(label):
+                continue
             results[label] = closed_loop_procs(lambda: meter_call([one]), procs, threads, seconds)
             print(row(label, results[label]))
         for name, (procs, threads) in many_users.items():
             label = f"queue call(), 64 users, {name}"
+            if not runs(label):
+                continue
             results[label] = closed_loop_procs(lambda: meter_call(many), procs, threads, seconds)
             print(row(label, results[label]))
         label = "mixed meter+RunLog, 64 users, 64 callers"
-        warm = mixed_call(many)
-        for index in range(len(many) * 2):  # each user's RunLog tables, charge then write
-            warm(index % len(many))
-        results[label] = closed_loop_procs(lambda: mixed_call(many), 4, 16, seconds)
-        print(row(label, results[label]))
+        if runs(label):
+            warm = mixed_call(many)
+            for index in range(len(many) * 2):  # each user's RunLog tables, charge then write
+                warm(index % len(many))
+            results[label] = closed_loop_procs(lambda: mixed_call(many), 4, 16, seconds)
+            print(row(label, results[label]))
 
+    if wanted:
+        print(f"\n  load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return  # the ratios need every row
     raw = results["raw SQL from Python, 1 caller"]
     sync = results["queue call(), one user, 1 caller"]
     best_one = max(results[f"queue call(), one user, {n}"]["per_s"] for n in one_user)

@@ -14,9 +14,10 @@ has exactly one writer, concurrency 1). A thread:
    about ``KODY_ACTOR_BATCH_SECONDS``, since nothing of it is visible (committed) or answered
    before all of it is — 125 alarm fires, each claiming jobs, were one 5-30 s transaction.
    When the queue is empty it waits with ``BLMOVE queue queue RIGHT RIGHT`` (a rotation of
-   the list onto itself that moves nothing) and then takes, so batches form only under load
-   and a lone caller never waits for one to fill. A take or answer that found the queue
-   empty goes straight to that wait (no second look);
+   the list onto itself that moves nothing) and then takes — the wait and the take go out
+   in one write, so a lone call is woken for and taken in one round trip — so batches form
+   only under load and a lone caller never waits for one to fill. A take or answer that
+   found the queue empty goes straight to that wait (no second look);
 4. runs them through ``kody.actors.runtime.execute`` (one transaction for the whole batch,
    a savepoint per user when something fails; the fence is checked before COMMIT), then, after
    the COMMIT, pushes every reply, deletes the in-flight list and takes the next batch in one
@@ -175,16 +176,31 @@ class ShardConsumer(threading.Thread):
 
     # --- fenced Redis operations ----------------------------------------------------------
 
-    def _fenced(self, name: str, keys: list[str], args: list[Any], epoch: int) -> Any:
+    def _fenced(
+        self,
+        name: str,
+        keys: list[str],
+        args: list[Any],
+        epoch: int,
+        *,
+        after: list[Any] | None = None,
+    ) -> Any:
+        """Run a fenced script. ``after``: a command sent first in the same write (the idle
+        wait); Redis runs a connection's commands in order, so the script runs once it
+        returns, with no round trip between them."""
         keys = [self.lease, self.epoch_key, *keys]
         args = [self.token, epoch, *args]
         line = self._line()
         if line is None:
+            if after is not None:
+                self.redis.execute_command(*after)
             return self.scripts[name](keys=keys, args=args)
         script = self.scripts[name]
+        first = [after] if after is not None else []
         try:
-            (result,) = line.send(["EVALSHA", script.sha, len(keys), *keys, *args])
+            *_, result = line.send(*first, ["EVALSHA", script.sha, len(keys), *keys, *args])
         except redis.exceptions.NoScriptError:
+            # Not loaded (a restarted Redis): the wait, if any, has been served already.
             (result,) = line.send(["EVAL", script.script, len(keys), *keys, *args])
         return result
 
@@ -323,20 +339,19 @@ class ShardConsumer(threading.Thread):
                 empty = not pending  # answer-and-take looked at the queue just now
 
     def _take(self, epoch: int, *, wait: bool = False) -> list[bytes] | None:
-        if wait:
-            self._wait_for_a_call()
-        taken = self._fenced("take", [self.queue, self.inflight], [self.sizer.next()], epoch)
-        return None if taken is None else list(taken)
+        """Take the next batch; ``wait``: when the queue was just found empty, wait for a
+        call first — in the same write as the take (``_fenced``'s ``after``), so a lone call
+        wakes the consumer and is taken in one round trip.
 
-    def _wait_for_a_call(self) -> None:
-        """Idle: wait for a call without taking it (the list rotates onto itself, moving
-        nothing); the fenced take that follows moves it. A paused consumer's wait therefore
+        The wait takes nothing: ``BLMOVE queue queue`` rotates the list onto itself, moving
+        nothing, and returns once a call is there (or after ``BLOCK_SECONDS``; the take
+        then finds nothing). Only the fenced take moves calls, so a paused consumer's wait
         can never carry a call off."""
-        line = self._line()
-        if line is None:
-            self.redis.blmove(self.queue, self.queue, BLOCK_SECONDS, "RIGHT", "RIGHT")
-        else:
-            line.send(["BLMOVE", self.queue, self.queue, "RIGHT", "RIGHT", BLOCK_SECONDS])
+        wake = ["BLMOVE", self.queue, self.queue, "RIGHT", "RIGHT", BLOCK_SECONDS] if wait else None
+        taken = self._fenced(
+            "take", [self.queue, self.inflight], [self.sizer.next()], epoch, after=wake
+        )
+        return None if taken is None else list(taken)
 
     def _process(self, raw: list[bytes], epoch: int) -> list[bytes]:
         """Run a batch, then answer it and take the next one (returned) in one script."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -175,8 +176,18 @@ def test_each_thread_and_each_url_gets_its_own_line(private_redis, settings, tmp
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_shard_consumer_answers_a_lone_caller_in_three_round_trips(private_redis, owner_id):
+def test_a_shard_consumer_answers_a_lone_caller_in_two_round_trips(
+    private_redis, owner_id, monkeypatch
+):
     _, _, admin = private_redis
+    writes: Counter[str] = Counter()
+    send = transport.Line.send
+
+    def counted(self, *commands):  # type: ignore[no-untyped-def]
+        writes[threading.current_thread().name] += 1
+        return send(self, *commands)
+
+    monkeypatch.setattr(transport.Line, "send", counted)
     stopping = threading.Event()
     consumer = ShardConsumer(0, stopping)
     consumer.start()
@@ -185,14 +196,21 @@ def test_a_shard_consumer_answers_a_lone_caller_in_three_round_trips(private_red
         assert Probe.call(owner_id, "bump", timeout=30) == 1
         time.sleep(0.2)  # the consumer is back in its idle wait
         admin.config_resetstat()
+        writes.clear()
         for n in range(2, 12):
             assert Probe.call(owner_id, "bump", timeout=30) == n
         spent = commands(admin)
+        consumed = writes[consumer.name]
     finally:
         stopping.set()
         consumer.join(timeout=30)
-    # Per call: the caller's LPUSH and BLPOP; the consumer's idle wait (BLMOVE), its take and
-    # its answer-and-take (EVALSHA), and a heartbeat renewal now and then.
+    # Per call: the caller's LPUSH and BLPOP (one write); the consumer's idle wait (BLMOVE)
+    # and its take (EVALSHA) in one write, its answer-and-take (EVALSHA) in another; and a
+    # heartbeat renewal now and then (its own thread and line).
+    assert writes[threading.current_thread().name] == 10
+    # Plus the wait it is in, and an idle wait that ran out (every 0.5 s) on a stalled host:
+    # the old wait-then-take sent 3 a call.
+    assert consumed <= 2 * 10 + 3
     assert spent["lpush"] == spent["blpop"] == 10
     assert spent["blmove"] <= 10 + 1  # one wait per call, plus the one it is in
     assert spent["evalsha"] <= 2 * 10 + 2
