@@ -33,7 +33,7 @@ def main() -> None:
 
     from apps.entitlements.actor import UserMeter
     from kody.actors import runtime
-    from kody.actors.dispatch import _build
+    from kody.actors.dispatch import _build, new_key
     from kody.actors.runtime import execute
     from kody.actors.wire import Call
     from kody.userschema import scope
@@ -47,7 +47,9 @@ def main() -> None:
     def batch() -> list[Call]:
         return [
             Call.decode(
-                _build(UserMeter, users[i % len(users)], "consume", (), charge, None, True).encode()
+                _build(
+                    UserMeter, users[i % len(users)], "consume", (), charge, new_key(), True
+                ).encode()
             )
             for i in range(options.calls)
         ]
