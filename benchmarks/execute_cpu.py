@@ -1,12 +1,15 @@
 """The runtime alone: ``execute()`` of one user's batch, in process, no queue and no worker.
 
     python benchmarks/execute_cpu.py [--calls 1] [--users 1] [--batches 400] [--rounds 5]
+                                     [--inline]
 
 Runs ``UserMeter.consume`` batches of ``--calls`` calls spread over ``--users`` users through
 ``kody.actors.runtime.execute`` exactly as a shard worker hands them over (decoded off the
 wire, not fresh), and prints the median over ``--rounds`` of the calling thread's CPU time
 and wall time per call, and the queries a batch sends. Less noisy than the queue rows on a
-shared host: no other process of ours runs. Timings are printed, never asserted.
+shared host: no other process of ours runs. ``--inline``: each batch is ``--calls`` inline
+``UserMeter.call``s instead (``KODY_ACTORS_INLINE``, the path the inline row of ``actors.py``
+measures: dispatch, a fresh call, the reply decoded). Timings are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=1)
     parser.add_argument("--batches", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--inline", action="store_true")
     options = parser.parse_args()
     setup_django()
+    from django.conf import settings
     from django.db import connection
 
     from apps.entitlements.actor import UserMeter
@@ -54,8 +59,17 @@ def main() -> None:
             for i in range(options.calls)
         ]
 
+    def run() -> None:
+        if not options.inline:
+            execute(batch())
+            return
+        for i in range(options.calls):
+            UserMeter.call(users[i % len(users)], "consume", **charge)
+
+    settings.KODY_ACTORS_INLINE = options.inline
+
     for _ in range(50):
-        execute(batch())
+        run()
     sent = [0]
 
     def count(execute_, sql, params, many, context):  # type: ignore[no-untyped-def]
@@ -70,19 +84,20 @@ def main() -> None:
 
     scope.in_one_query = runtime.in_one_query = counted
     with connection.execute_wrapper(count):
-        execute(batch())
+        run()
     scope.in_one_query = runtime.in_one_query = in_one_query
     cpu, wall = [], []
     for _ in range(options.rounds):
         calls = options.batches * options.calls
         started_cpu, started = time.thread_time(), time.perf_counter()
         for _ in range(options.batches):
-            execute(batch())
+            run()
         cpu.append((time.thread_time() - started_cpu) / calls * 1000)
         wall.append((time.perf_counter() - started) / calls * 1000)
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
-        f"execute(): {options.calls} call(s) a batch over {options.users} user(s): "
+        f"{'inline call()' if options.inline else 'execute()'}: {options.calls} call(s) a batch"
+        f" over {options.users} user(s): "
         f"{sent[0]} queries a batch, CPU {statistics.median(cpu):.3f} ms/call, "
         f"wall {statistics.median(wall):.3f} ms/call (median of {options.rounds}; load {load})"
     )
