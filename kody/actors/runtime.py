@@ -322,7 +322,7 @@ def _finish(writes: list[Statement], using: str) -> None:
     """The end of a transaction that ran calls: every user's call records and the fence guard
     in one round trip — and, when this is the outermost transaction, its COMMIT too.
 
-    They go out as one multi-statement query (client-side binding, simple protocol). A failure
+    They go out as one multi-statement query (simple protocol, literal SQL). A failure
     anywhere (the guard's when the shard was lost) stops the statements after it, so the
     COMMIT never runs and the ``atomic()`` block rolls back as usual. When it succeeds,
     Postgres has committed: the block's own COMMIT on exit then finds no transaction open and
@@ -337,11 +337,16 @@ def _finish(writes: list[Statement], using: str) -> None:
         statements.append(("COMMIT", ()))
     if not statements:
         return
-    sql = ";\n".join(text for text, _ in statements)
-    params = [param for _, each in statements for param in each]
     try:
         with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+            # The records and the guard are literal SQL (``_literal``): the text goes out as
+            # it is, with no client-side binding pass over it. A statement with parameters is
+            # bound on its own, so a literal's ``%`` is never read as a placeholder.
+            texts = [
+                cursor.cursor.mogrify(text, params) if params else text
+                for text, params in statements
+            ]
+            cursor.execute(";\n".join(texts))
     except DatabaseError as exc:
         fenced = fence.lost(exc)
         if fenced is not None:
@@ -600,26 +605,39 @@ def _invoke(call: Call, using: str, *, savepoints: bool, restricted: bool = Fals
 
 
 def _record_statements(group: _Group, fresh: list[tuple[Call, Outcome]]) -> list[Statement]:
-    """One multi-row insert of the user's new call records, and now and then the prune."""
+    """One multi-row insert of the user's new call records, and now and then the prune; as
+    literal SQL, no parameters (``_finish`` sends them without a client-side binding pass)."""
     table = f"{quoted(group.schema)}.actor_calls"
     statements: list[Statement] = []
     if fresh:
-        rows = ", ".join(["(%s, %s, %s, %s::jsonb, now())"] * len(fresh))
-        params: list[str] = []
-        for call, outcome in fresh:
-            params += [call.id, call.actor, call.method, outcome.text]
+        rows = ", ".join(
+            f"({_literal(call.id)}, {_literal(call.actor)}, {_literal(call.method)},"
+            f" {_literal(outcome.text)}::jsonb, now())"
+            for call, outcome in fresh
+        )
         statements.append(
             (
                 f"INSERT INTO {table} (id, actor, method, outcome, created_at) VALUES {rows}"
                 " ON CONFLICT (id) DO NOTHING",
-                params,
+                (),
             )
         )
     if _prune_clock.due(group.user_id):
+        seconds = int(CALL_RECORD_RETENTION.total_seconds())
         statements.append(
-            (f"DELETE FROM {table} WHERE created_at < now() - %s", [CALL_RECORD_RETENTION])
+            (f"DELETE FROM {table} WHERE created_at < now() - interval '{seconds} seconds'", ())
         )
     return statements
+
+
+def _literal(text: str) -> str:
+    """``text`` as a Postgres string literal: an escape string (``E'...'``), whose meaning
+    does not depend on ``standard_conforming_strings``, with backslashes and quotes doubled.
+    The connection's encoding is UTF-8 (Django sets it), where no multibyte character holds
+    a quote or backslash byte. A NUL cannot be in a text value at all."""
+    if "\x00" in text:
+        raise ValueError("a string literal cannot hold a NUL character")
+    return "E'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 class _PruneClock:

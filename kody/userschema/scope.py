@@ -172,6 +172,11 @@ class DeferredSearchPath:
                 with self.connection.wrap_database_errors, raw.cursor() as own:
                     own.execute(";\n".join(pending))
                 return execute(sql, params, many, context)
+            if params is not None:
+                # Bound on its own, so psycopg parses (and caches) the statement's text alone,
+                # not a new prelude-and-statement text per call; the query goes out bound.
+                with self.connection.wrap_database_errors:
+                    sql, params = cursor.mogrify(sql, params), None
             with _begun(raw, pending) as texts:
                 result = execute(";\n".join([*texts, sql]), params, many, context)
         except BaseException as exc:

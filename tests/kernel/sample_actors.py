@@ -93,6 +93,20 @@ class Probe(Actor):
             return "swallowed"
         return "ran"
 
+    def bound_first(self, value: str) -> list[str]:
+        """A first statement with a parameter and a literal ``%%`` (a fresh call's prelude
+        goes out in front of it), and what it read back."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT %s, '100%%', current_setting('search_path')", [value])
+            return list(cursor.fetchone())
+
+    def arg_types(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The type of every argument as the method received it."""
+        return {
+            "args": [type(value).__name__ for value in args],
+            "kwargs": {name: type(value).__name__ for name, value in kwargs.items()},
+        }
+
     def fail(self, message: str) -> None:
         self._bump("execute_calls_per_day")
         raise ProbeFailed(message, details={"why": message})
