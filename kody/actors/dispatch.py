@@ -95,14 +95,32 @@ def _unavailable_as_typed(call: Call, key: str, what: str) -> Iterator[None]:
         raise ActorUnavailable(details={"idempotency_key": key, "retry_after_seconds": 5}) from exc
 
 
+# Values JSON gives back exactly as they went in (by exact type: a subclass such as an
+# ``IntEnum`` or a ``StrEnum`` comes back as its base type).
+_JSON_EXACT = frozenset({str, int, float, bool, type(None)})
+
+
+def _as_off_the_queue(call: Call) -> Call:
+    """``call`` as a shard worker would see it: encoded to JSON and decoded again, so its
+    arguments reach the method exactly as they would off the queue (a date becomes its ISO
+    text, a tuple a list). Arguments that are all plain scalars come back the same: then the
+    round trip is skipped (``_build`` already copied the argument list and dict)."""
+    types = _JSON_EXACT
+    if all(type(value) in types for value in call.args) and all(
+        type(name) is str and type(value) in types for name, value in call.kwargs.items()
+    ):
+        return call
+    return Call.decode(call.encode())
+
+
 def _run_inline(call: Call, key: str, *, generated: bool) -> Outcome:
     from kody.actors.runtime import execute
 
-    # Arguments reach the method exactly as they would off the queue: through JSON. A key
-    # generated for this one run cannot have a record: the runtime may skip the lookup and
-    # send its prelude with the method (``fresh``).
+    # Arguments reach the method exactly as they would off the queue. A key generated for
+    # this one run cannot have a record: the runtime may skip the lookup and send its
+    # prelude with the method (``fresh``).
     with _unavailable_as_typed(call, key, "database"):
-        return execute([Call.decode(call.encode())], fresh=generated)[0]
+        return execute([_as_off_the_queue(call)], fresh=generated)[0]
 
 
 def _run_read(actor: type[Actor], call: Call, key: str) -> Any:
@@ -110,7 +128,7 @@ def _run_read(actor: type[Actor], call: Call, key: str) -> Any:
     from kody.actors.readonly import execute_read
 
     with _unavailable_as_typed(call, key, "database"):
-        outcome, follow_ups = execute_read(Call.decode(call.encode()))
+        outcome, follow_ups = execute_read(_as_off_the_queue(call))
     for method, kwargs in follow_ups:
         try:
             cast(actor, call.user_id, method, (), kwargs)

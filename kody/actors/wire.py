@@ -21,8 +21,13 @@ from kody.actors.errors import ActorError
 VERSION = 1
 
 
+# One encoder for every message (what ``json.dumps(value, cls=..., separators=...)`` would
+# build per call; ``encode`` keeps no state between calls).
+_ENCODER = DjangoJSONEncoder(separators=(",", ":"))
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, cls=DjangoJSONEncoder, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 @dataclass(frozen=True)
