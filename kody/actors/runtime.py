@@ -37,6 +37,13 @@ call, a shard's one-user batch) send that prelude with the first method's first 
 its checks as failing statements (``_run_fresh``, ADR 0027); the record lookup becomes one
 more such check, left out for a call without an idempotency key (``fresh``; ADR 0033).
 
+A batch of several users tries the same first (``_run_fresh_batch``, ADR 0033 amendment):
+its ``BEGIN``, timeouts and checks — every owner row locked ``NOWAIT`` in one statement and
+equal to its user, the tombstones, the call records — go out with the first user's first
+statement, each next user's search path with that user's first, so the batch costs C + 1
+round trips instead of C + 2. A check that fails rolls it back and the batch runs as above
+(a lock held elsewhere or a method raising: straight to its savepoint rerun).
+
 Every transaction that commits calls ends with the fence guard (``kody.actors.fence``): a
 shard consumer that lost its shard raises ``FenceLost`` there, before COMMIT, and ``execute``
 lets it through without answering anyone. The call records, the guard and the COMMIT go out
@@ -115,7 +122,8 @@ def execute(
     whose id was generated for it a moment ago (``dispatch``), never one off the queue (a
     redelivery repeats its id) nor one with the caller's key: its optimistic prelude skips
     the record check. Any one user's calls outside a transaction take that prelude
-    (``_run_fresh``); a fresh call's has no record check."""
+    (``_run_fresh``), several users' calls its batch form (``_run_fresh_batch``); a fresh
+    call's has no record check."""
     outcomes: list[Outcome | None] = [None] * len(calls)
     groups: dict[tuple[str, str], _Group] = {}
     for index, call in enumerate(calls):
@@ -144,7 +152,8 @@ class _RunAlone(Exception):
 
 
 def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
-    """Several users' calls in one transaction: one COMMIT for the whole batch."""
+    """Several users' calls in one transaction: one COMMIT for the whole batch. The
+    optimistic prelude first (``_run_fresh_batch``), when every id can be a literal."""
     results: list[list[Outcome] | None] = [None] * len(groups)
     batched: list[int] = []
     for index, group in enumerate(groups):
@@ -158,6 +167,12 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
             # Left out of the batch: _run_group below reports the failure as before.
     running = None
     try:
+        if len(batched) == len(groups) and all(_optimistic(each, fresh=False) for each in groups):
+            # The prelude with the first user's first statement; None: a check failed, the
+            # plain attempt below answers it. What it raises is handled as the plain one's.
+            optimistic = _run_fresh_batch(groups, using)
+            if optimistic is not None:
+                return optimistic
         with transaction.atomic(using=using), deferred_search_path(using) as path:
             # One round trip for every user's owner lock, call records and tombstone.
             checked = _batch_prelude([groups[index] for index in batched], using)
@@ -418,8 +433,8 @@ def _run_fresh(group: _Group, using: str, *, fresh: bool = True) -> list[Outcome
     statements that FAIL instead:
 
     * ``BEGIN``, ``search_path`` and the timeouts (``scope.deferred_prelude``);
-    * the owner lock, ``SELECT 1 / count(*)`` over the owner row ``FOR UPDATE`` filtered by
-      the caller's id — a missing or foreign owner divides by zero;
+    * the owner lock, ``SELECT 1 / (count(*) = 1)::int`` over the owner row ``FOR UPDATE``
+      filtered by the caller's id — a missing or foreign owner divides by zero (``_checks``);
     * unless every method is ``@deletion_safe``, the tombstone, a separate statement after
       the lock (its snapshot is taken once the lock is held, as in the plain prelude) that
       divides by zero when the user is marked for deletion;
@@ -440,19 +455,7 @@ def _run_fresh(group: _Group, using: str, *, fresh: bool = True) -> list[Outcome
     lone call a lock or statement timeout in the prelude's query is answered here
     (``ActorUnavailable``), so a stuck owner row costs one ``lock_timeout``, not two; several
     calls take the plain path, which refuses only the call whose own statement timed out."""
-    schema = quoted(group.schema)
-    then = [
-        f"SELECT 1 / count(*) FROM (SELECT 1 FROM {schema}.actor_owner"
-        f" WHERE id = 1 AND owner_id = '{group.user_id}' FOR UPDATE) AS owner"
-    ]
-    if not all(_deletion_safe(call) for call in group.calls):
-        then.append(
-            f"SELECT 1 / (count(*) = 0)::int FROM {REGISTRY}"
-            f" WHERE user_id = '{group.user_id}' AND deleting_at IS NOT NULL"
-        )
-    if not fresh:
-        ids = ", ".join(f"'{call.id}'" for call in group.calls)
-        then.append(f"SELECT 1 / (count(*) = 0)::int FROM {schema}.actor_calls WHERE id IN ({ids})")
+    then = _checks([group], records=not fresh, nowait=False)
     deferred = None
     try:
         with (
@@ -483,6 +486,101 @@ def _run_fresh(group: _Group, using: str, *, fresh: bool = True) -> list[Outcome
         if failed is not None and len(group.calls) == 1 and _timeout_reason(failed):
             return _refuse(group, _typed(failed))  # type: ignore[arg-type]
         return None
+
+
+def _run_fresh_batch(groups: list[_Group], using: str) -> list[list[Outcome]] | None:
+    """Several users' calls in C + 1 round trips instead of C + 2: ``_run_fresh`` for a
+    batch (ADR 0033, amendment). The batch prelude's ``BEGIN``, timeouts and checks go out
+    in front of the first user's first statement, with that user's search path; each next
+    user's search path with its own first statement (``DeferredSearchPath.switch``, which
+    keeps the prelude pending while the users before sent nothing); records, fence guard and
+    ``COMMIT`` in one query (``_finish``). The checks (``_checks``) are ``_batch_prelude``'s
+    reads turned into statements that fail: every owner row locked ``NOWAIT`` in one
+    statement in the batch's order and equal to its user, no user that would run a method
+    that is not ``@deletion_safe`` marked for deletion, no call recorded.
+
+    None when the prelude's query failed other than on a lock (a foreign or missing owner,
+    a tombstone, a record, a statement ahead of the prelude, the first method's statement):
+    rolled back, and ``_run_batch`` runs its plain first attempt, which answers refusals and
+    records from ``_batch_prelude``'s rows. Any other failure is raised as the plain first
+    attempt's would be — a method raising (every check had passed, or none had run yet), a
+    ``NOWAIT`` conflict or a timeout, the records' query, a fatal error — and ``_run_batch``
+    handles it the same way: its savepoint rerun, or abandon the batch."""
+    then = _checks(groups, records=True, nowait=True)
+    deferred = None
+    try:
+        with (
+            transaction.atomic(using=using),
+            deferred_prelude(groups[0].schema, then, using, timeouts=actor_timeouts()) as deferred,
+        ):
+            results: list[list[Outcome]] = []
+            writes: list[Statement] = []
+            for group in groups:
+                if results:
+                    deferred.switch(group.schema)  # sent with the user's first statement
+                outcomes, pending = _run_calls(group, using, {}, savepoints=False, restricted=False)
+                if deferred.failed is not None:  # a method swallowed the prelude's error
+                    raise _MethodRaised from deferred.failed
+                results.append(outcomes)
+                writes += pending
+            _finish(writes, using)
+        return results
+    except Exception as exc:
+        failed = deferred.failed if deferred is not None else None
+        if failed is None or _timeout_reason(failed):
+            raise  # past the checks, or a lock held elsewhere: as the plain attempt's failure
+        if isinstance(exc, fence.FenceLost):
+            # No method sent a statement, so the prelude rode on the records' query with the
+            # fence guard (ADR 0033): the plain path's guard raises FenceLost again if lost.
+            return None
+        if _fatal(exc, using):
+            raise
+        return None
+
+
+def _checks(groups: Sequence[_Group], *, records: bool, nowait: bool) -> list[str]:
+    """The optimistic prelude's checks, as statements that divide by zero instead of rows
+    read back (ids are literals: ``_optimistic``):
+
+    * the owner lock: every user's owner row ``FOR UPDATE`` (``NOWAIT`` for a batch, as in
+      ``_batch_prelude``), filtered by the user's id, in ONE statement whose branches run in
+      the groups' order (ascending user id) — a missing or foreign owner divides by zero;
+    * the tombstone, a separate statement after the lock (its snapshot is taken with every
+      lock held) over the users with a method that is not ``@deletion_safe``;
+    * with ``records``, the call records, a statement after the lock: any call of the
+      groups already recorded divides by zero (ADR 0033)."""
+    lock = "FOR UPDATE NOWAIT" if nowait else "FOR UPDATE"
+    owners = [
+        f"SELECT 1 FROM (SELECT 1 FROM {quoted(group.schema)}.actor_owner"
+        f" WHERE id = 1 AND owner_id = '{group.user_id}' {lock}) AS o{index}"
+        for index, group in enumerate(groups)
+    ]
+    checks = [
+        f"SELECT 1 / (count(*) = {len(groups)})::int FROM ({' UNION ALL '.join(owners)}) AS owners"
+    ]
+    marked = [
+        f"'{group.user_id}'"
+        for group in groups
+        if not all(_deletion_safe(call) for call in group.calls)
+    ]
+    if marked:
+        checks.append(
+            f"SELECT 1 / (count(*) = 0)::int FROM {REGISTRY}"
+            f" WHERE user_id IN ({', '.join(marked)}) AND deleting_at IS NOT NULL"
+        )
+    if records:
+        lookups = [
+            f"SELECT 1 FROM {quoted(group.schema)}.actor_calls WHERE id IN ({_literals(group)})"
+            for group in groups
+        ]
+        checks.append(
+            f"SELECT 1 / (count(*) = 0)::int FROM ({' UNION ALL '.join(lookups)}) AS records"
+        )
+    return checks
+
+
+def _literals(group: _Group) -> str:
+    return ", ".join(f"'{call.id}'" for call in group.calls)
 
 
 def _deletion_safe(call: Call) -> bool:
@@ -522,7 +620,8 @@ def _run_calls(
 def _batch_prelude(
     groups: Sequence[_Group], using: str
 ) -> list[tuple[str | None, dict[str, Outcome], bool]]:
-    """The first round trip of a batch of several users, as one query: its ``BEGIN``, the
+    """The first round trip of a batch of several users the plain way (the optimistic
+    prelude failed or was not taken), as one query: its ``BEGIN``, the
     timeouts; ONE statement locking every user's owner row, in the batch's order (ascending
     user id; an append plan runs its branches in order); ONE statement reading every user's
     call records for the batch and the registry's tombstones. Per user: the owner id (None

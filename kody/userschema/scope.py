@@ -20,8 +20,8 @@ runs several users one after another, ``switch(schema)`` costs no round trip of 
 ``set_config`` goes out in front of the next statement the connection sends (a
 multi-statement query on Django's client-side binding cursor, whose second result the cursor
 is then moved to), or first in the next ``pipelined`` round trip. ``deferred_prelude`` is the
-one-call form (ADR 0027): a transaction's ``BEGIN``, search path, timeouts and checks go out
-in front of its first statement.
+optimistic form (ADR 0027, 0033): a transaction's ``BEGIN``, search path, timeouts and checks
+go out in front of its first statement, and ``switch`` moves on to the next user's schema.
 """
 
 from __future__ import annotations
@@ -135,32 +135,35 @@ class DeferredSearchPath:
     name its schema (as hibernation does); under a prelude that must come first, it is
     caught (``PreludeBypassed``) when the next statement finds the transaction already open.
 
-    ``failed`` keeps the error of a query that carried pending statements, so a caller can
-    tell that one failed even if the code that ran it swallowed the exception."""
+    A transaction's prelude (``deferred_prelude``) stays pending until a statement carries
+    it: ``switch`` replaces only the search path a previous ``switch`` left pending, so a
+    batch's users whose methods send nothing pass the prelude on to the next user's first
+    statement (ADR 0033, amendment).
 
-    def __init__(self, connection: BaseDatabaseWrapper, *, first: bool = False) -> None:
+    ``failed`` keeps the error of the query that carried the prelude, so a caller can tell
+    that its checks failed even if the code that ran it swallowed the exception."""
+
+    def __init__(self, connection: BaseDatabaseWrapper, prelude: Sequence[str] = ()) -> None:
         self.connection = connection
-        self._pending: list[str] = []
-        self._first = first
+        self._prelude = list(prelude)  # the transaction's first statements, until sent
+        self._path: list[str] = []
         self.failed: BaseException | None = None
 
     def switch(self, schema: str) -> None:
-        self._pending = [_path_sql(schema)]
+        self._path = [_path_sql(schema)]
 
     def take(self) -> list[str]:
-        pending, self._pending = self._pending, []
-        if pending and self._first:
+        prelude, path = self._prelude, self._path
+        self._prelude, self._path = [], []
+        if prelude:
             status = self.connection.connection.info.transaction_status
             if status != TransactionStatus.IDLE:
                 self.failed = PreludeBypassed("a statement ran before the transaction's prelude")
                 raise self.failed
-        return pending
-
-    @property
-    def pending(self) -> bool:
-        return bool(self._pending)
+        return [*prelude, *path]
 
     def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        prelude = bool(self._prelude)
         pending = self.take()
         if not pending:
             return execute(sql, params, many, context)
@@ -180,7 +183,8 @@ class DeferredSearchPath:
             with _begun(raw, pending) as texts:
                 result = execute(";\n".join([*texts, sql]), params, many, context)
         except BaseException as exc:
-            self.failed = exc
+            if prelude:
+                self.failed = exc
             raise
         for _ in texts:
             cursor.nextset()  # to the statement's own result, past BEGIN's and the prelude's
@@ -220,7 +224,10 @@ def deferred_prelude(
     statements — ``BEGIN``, ``search_path`` and the timeouts (``SET LOCAL``), then ``then``
     (literal SQL, no parameters, no ``%``) — go out in front of the first statement the
     connection sends (the actor runtime's optimistic prelude, ADR 0027). If any statement
-    reaches the server before them, the next one raises :class:`PreludeBypassed`."""
+    reaches the server before them, the next one raises :class:`PreludeBypassed`. Its
+    ``switch(schema)`` then points ``search_path`` at another schema with the next statement
+    (a batch of several users, ADR 0033), keeping the prelude in front if nothing carried it
+    yet."""
     connection = connections[using]
     if len(connection.atomic_blocks) != 1:
         raise TransactionManagementError("a deferred prelude opens the outermost transaction")
@@ -231,8 +238,7 @@ def deferred_prelude(
         f"set_config('lock_timeout', '{lock}ms', true)",
         f"set_config('statement_timeout', '{statement}ms', true)",
     ]
-    deferred = DeferredSearchPath(connection, first=True)
-    deferred._pending = [f"SELECT {', '.join(configs)}", *then]
+    deferred = DeferredSearchPath(connection, [f"SELECT {', '.join(configs)}", *then])
     with _installed(deferred):
         yield deferred
 

@@ -70,17 +70,23 @@ def owner_lock_held(user: str) -> Iterator[None]:
 
 
 @contextmanager
-def prelude_paths(monkeypatch: Any, attempts: str) -> Iterator[dict[str, int]]:
-    """Counts, while the block runs: optimistic prelude attempts (``runtime._run_fresh``,
-    under the name ``attempts``), how many fell back to the plain path, and the queries sent
-    (each Django execute, and each prelude the plain path sends on its own cursor:
-    ``scope.in_one_query``)."""
+def prelude_paths(
+    monkeypatch: Any, attempts: str, runs: str = "_run_fresh"
+) -> Iterator[dict[str, int]]:
+    """Counts, while the block runs: optimistic prelude attempts (``runtime._run_fresh``, or
+    ``runs``, under the name ``attempts``), how many fell back to the plain path (returned
+    None or raised), and the queries sent (each Django execute, and each prelude the plain
+    path sends on its own cursor: ``in_one_query``)."""
     seen = {attempts: 0, "fell_back": 0, "queries": 0}
-    run_fresh, in_one_query = runtime._run_fresh, scope.in_one_query
+    run_fresh, in_one_query = getattr(runtime, runs), scope.in_one_query
 
-    def spy_fresh(group, using, **kwargs):  # type: ignore[no-untyped-def]
+    def spy_fresh(*args, **kwargs):  # type: ignore[no-untyped-def]
         seen[attempts] += 1
-        outcomes = run_fresh(group, using, **kwargs)
+        try:
+            outcomes = run_fresh(*args, **kwargs)
+        except BaseException:
+            seen["fell_back"] += 1
+            raise
         seen["fell_back"] += outcomes is None
         return outcomes
 
@@ -92,8 +98,9 @@ def prelude_paths(monkeypatch: Any, attempts: str) -> Iterator[dict[str, int]]:
         seen["queries"] += 1
         return execute(sql, params, many, context)
 
-    monkeypatch.setattr(runtime, "_run_fresh", spy_fresh)
+    monkeypatch.setattr(runtime, runs, spy_fresh)
     monkeypatch.setattr(scope, "in_one_query", spy_query)
+    monkeypatch.setattr(runtime, "in_one_query", spy_query)  # a batch's plain prelude
     with connection.execute_wrapper(count):
         yield seen
 
