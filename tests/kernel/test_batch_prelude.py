@@ -5,7 +5,9 @@ call records and tombstones in the next, and points ``search_path`` at each user
 user's first statement. These tests pin what must hold on that path: each method runs in its
 own user's schema and sees its own statement's results, a forged owner and a tombstone are
 answered inside the batch without a rerun, and a locked owner row falls back to the
-one-user-at-a-time rerun.
+one-user-at-a-time rerun. (A batch now tries the optimistic prelude first and comes here
+when a check fails: ADR 0033's amendment, ``test_batch_fresh_prelude.py``; these outcomes
+hold on either path.)
 """
 
 from __future__ import annotations
