@@ -435,13 +435,12 @@ def _run_fresh(group: _Group, using: str, *, fresh: bool = True) -> list[Outcome
     * ``BEGIN``, ``search_path`` and the timeouts (``scope.deferred_prelude``);
     * the owner lock, ``SELECT 1 / (count(*) = 1)::int`` over the owner row ``FOR UPDATE``
       filtered by the caller's id — a missing or foreign owner divides by zero (``_checks``);
-    * unless every method is ``@deletion_safe``, the tombstone, a separate statement after
-      the lock (its snapshot is taken once the lock is held, as in the plain prelude) that
-      divides by zero when the user is marked for deletion;
-    * unless the call is fresh (``execute(fresh=True)``: an id generated for this one run),
-      the call records: a statement after the lock that divides by zero when any of the
-      calls already has one (a redelivery, a retry with the caller's key; ADR 0033). The
-      plain path then answers it from its record.
+    * one statement after the lock (its snapshot is taken once the lock is held, as in the
+      plain prelude) that divides by zero when, unless every method is ``@deletion_safe``,
+      the user is marked for deletion (the tombstone), or, unless the call is fresh
+      (``execute(fresh=True)``: an id generated for this one run), any of the calls already
+      has a record (a redelivery, a retry with the caller's key; ADR 0033). The plain path
+      then answers the refusal or the record.
 
     A failing check aborts the query before the method's statement runs, so no statement of
     a method reaches the database without the owner lock and every check; Postgres skips
@@ -545,10 +544,10 @@ def _checks(groups: Sequence[_Group], *, records: bool, nowait: bool) -> list[st
     * the owner lock: every user's owner row ``FOR UPDATE`` (``NOWAIT`` for a batch, as in
       ``_batch_prelude``), filtered by the user's id, in ONE statement whose branches run in
       the groups' order (ascending user id) — a missing or foreign owner divides by zero;
-    * the tombstone, a separate statement after the lock (its snapshot is taken with every
-      lock held) over the users with a method that is not ``@deletion_safe``;
-    * with ``records``, the call records, a statement after the lock: any call of the
-      groups already recorded divides by zero (ADR 0033)."""
+    * ONE statement after the lock (its snapshot is taken with every lock held) that divides
+      by zero when any user with a method that is not ``@deletion_safe`` is marked for
+      deletion (the tombstone) or, with ``records``, when any call of the groups already has
+      a record (ADR 0033): two reads, one statement to parse, plan and answer."""
     lock = "FOR UPDATE NOWAIT" if nowait else "FOR UPDATE"
     owners = [
         f"SELECT 1 FROM (SELECT 1 FROM {quoted(group.schema)}.actor_owner"
@@ -558,24 +557,24 @@ def _checks(groups: Sequence[_Group], *, records: bool, nowait: bool) -> list[st
     checks = [
         f"SELECT 1 / (count(*) = {len(groups)})::int FROM ({' UNION ALL '.join(owners)}) AS owners"
     ]
+    found: list[str] = []  # reads that must find nothing
     marked = [
         f"'{group.user_id}'"
         for group in groups
         if not all(_deletion_safe(call) for call in group.calls)
     ]
     if marked:
-        checks.append(
-            f"SELECT 1 / (count(*) = 0)::int FROM {REGISTRY}"
+        found.append(
+            f"SELECT 1 FROM {REGISTRY}"
             f" WHERE user_id IN ({', '.join(marked)}) AND deleting_at IS NOT NULL"
         )
     if records:
-        lookups = [
+        found += [
             f"SELECT 1 FROM {quoted(group.schema)}.actor_calls WHERE id IN ({_literals(group)})"
             for group in groups
         ]
-        checks.append(
-            f"SELECT 1 / (count(*) = 0)::int FROM ({' UNION ALL '.join(lookups)}) AS records"
-        )
+    if found:
+        checks.append(f"SELECT 1 / (NOT EXISTS ({' UNION ALL '.join(found)}))::int")
     return checks
 
 

@@ -99,9 +99,10 @@ def test_the_checks_precede_the_first_statement_and_each_user_gets_its_path(user
     assert [lock.index(f"{schema}.actor_owner") for schema in schemas] == sorted(
         lock.index(f"{schema}.actor_owner") for schema in schemas
     )
+    # The tombstones and the record check: reads after the locks, in one statement.
     assert "deleting_at" in first[3] and all(f"'{user}'" in first[3] for user in users)
-    assert "actor_calls" in first[4] and all(f"'{each.id}'" in first[4] for each in batch)
-    assert first[5].startswith("UPDATE daily_counters")  # a's (lowest id) own statement
+    assert "actor_calls" in first[3] and all(f"'{each.id}'" in first[3] for each in batch)
+    assert first[4].startswith("UPDATE daily_counters")  # a's (lowest id) own statement
     # b's first statement carries b's search path, then c's carries c's.
     switched = [sql.split(";\n")[0] for sql in sent[1:] if sql.startswith("SELECT set_config(")]
     assert switched == [
