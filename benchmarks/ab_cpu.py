@@ -4,16 +4,16 @@
 
 The host's speed drifts by tens of percent from one minute (and one process) to the next, more
 than the change measured; here both versions run in the same process, switched by swapping the
-changed functions back (the *before* versions are copied below from main at 2c80881), block
-after block, and each mode's thread CPU per call is the median over its blocks. Three paths:
-a queued call (``execute`` of one decoded call), an inline ``UserMeter.call``, and a queued
-8-call batch. Timings are printed, never asserted.
+changed functions back (the *before* versions are main's own at 2c80881, loaded with ``git
+show``, so this needs a checkout holding that commit), block after block, and each mode's
+thread CPU per call is the median over its blocks. Three paths: a queued call (``execute`` of
+one decoded call), an inline ``UserMeter.call``, and a queued 8-call batch. Timings are
+printed, never asserted.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 
@@ -21,94 +21,44 @@ from _accounts import live_account_ids
 from _harness import setup_django
 from actors import DAY, LIMIT
 
+BEFORE = "2c80881"  # main as this pass started
 
-def before_versions():  # type: ignore[no-untyped-def]
-    """The functions this pass changed, as they were before it."""
-    from django.core.serializers.json import DjangoJSONEncoder
-    from django.db import DatabaseError, connections
-    from psycopg import ClientCursor, ServerCursor
 
-    from kody.actors import fence
-    from kody.actors.runtime import CALL_RECORD_RETENTION, _merged, _prune_clock
-    from kody.actors.wire import Call
-    from kody.userschema.naming import quoted
-    from kody.userschema.scope import _begun
+def _module_at(rev: str, path: str):  # type: ignore[no-untyped-def]
+    """The module ``path`` as it was at ``rev`` (``git show``), loaded under its own name
+    beside today's, so its functions are the old code itself, not a copy of it."""
+    import subprocess
+    import sys
+    import types
 
-    def dumps(value):  # type: ignore[no-untyped-def]
-        return json.dumps(value, cls=DjangoJSONEncoder, separators=(",", ":"))
+    from _harness import ROOT
+
+    source = subprocess.run(
+        ["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+    name = f"_before_{rev}_" + path.removesuffix(".py").replace("/", "_")
+    module = types.ModuleType(name)
+    module.__file__ = f"{rev}:{path}"
+    sys.modules[name] = module  # dataclasses look their module up while the body runs
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def before_versions(rev: str = BEFORE):  # type: ignore[no-untyped-def]
+    """The functions this pass changed, as they were at ``rev``."""
+    runtime = _module_at(rev, "kody/actors/runtime.py")
+    scope = _module_at(rev, "kody/userschema/scope.py")
+    wire = _module_at(rev, "kody/actors/wire.py")
 
     def as_off_the_queue(call):  # type: ignore[no-untyped-def]
-        return Call.decode(call.encode())
-
-    def record_statements(group, fresh):  # type: ignore[no-untyped-def]
-        table = f"{quoted(group.schema)}.actor_calls"
-        statements = []
-        if fresh:
-            rows = ", ".join(["(%s, %s, %s, %s::jsonb, now())"] * len(fresh))
-            params = []
-            for call, outcome in fresh:
-                params += [call.id, call.actor, call.method, outcome.text]
-            statements.append(
-                (
-                    f"INSERT INTO {table} (id, actor, method, outcome, created_at) VALUES {rows}"
-                    " ON CONFLICT (id) DO NOTHING",
-                    params,
-                )
-            )
-        if _prune_clock.due(group.user_id):
-            statements.append(
-                (f"DELETE FROM {table} WHERE created_at < now() - %s", [CALL_RECORD_RETENTION])
-            )
-        return statements
-
-    def finish(writes, using):  # type: ignore[no-untyped-def]
-        connection = connections[using]
-        guard = fence.guard()
-        statements = _merged(writes)
-        if guard is not None:
-            statements.append(guard)
-        if len(connection.atomic_blocks) == 1 and not connection.needs_rollback:
-            statements.append(("COMMIT", ()))
-        if not statements:
-            return
-        sql = ";\n".join(text for text, _ in statements)
-        params = [param for _, each in statements for param in each]
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(sql, params)
-        except DatabaseError as exc:
-            fenced = fence.lost(exc)
-            if fenced is not None:
-                raise fenced from exc
-            raise
-
-    def deferred_call(self, execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        pending = self.take()
-        if not pending:
-            return execute(sql, params, many, context)
-        raw = self.connection.connection
-        cursor = getattr(context.get("cursor"), "cursor", None)
-        plain = isinstance(cursor, ClientCursor) and not isinstance(cursor, ServerCursor)
-        try:
-            if many or not plain or not isinstance(sql, str):
-                with self.connection.wrap_database_errors, raw.cursor() as own:
-                    own.execute(";\n".join(pending))
-                return execute(sql, params, many, context)
-            with _begun(raw, pending) as texts:
-                result = execute(";\n".join([*texts, sql]), params, many, context)
-        except BaseException as exc:
-            self.failed = exc
-            raise
-        for _ in texts:
-            cursor.nextset()
-        return result
+        return type(call).decode(call.encode())  # as _run_inline did: always through JSON
 
     return {
-        ("kody.actors.wire", "dumps"): dumps,
+        ("kody.actors.wire", "dumps"): wire.dumps,
         ("kody.actors.dispatch", "_as_off_the_queue"): as_off_the_queue,
-        ("kody.actors.runtime", "_record_statements"): record_statements,
-        ("kody.actors.runtime", "_finish"): finish,
-        ("kody.userschema.scope", "DeferredSearchPath.__call__"): deferred_call,
+        ("kody.actors.runtime", "_record_statements"): runtime._record_statements,
+        ("kody.actors.runtime", "_finish"): runtime._finish,
+        ("kody.userschema.scope", "DeferredSearchPath.__call__"): scope.DeferredSearchPath.__call__,
     }
 
 
