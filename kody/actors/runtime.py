@@ -64,6 +64,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import ProgrammingError
 
 from kody.actors import fence
@@ -132,14 +133,17 @@ def execute(
         group.calls.append(call)
     # One lock order for every transaction: ascending user id (see the module docstring).
     ordered = sorted(groups.values(), key=lambda group: group.user_id)
-    alone = not connections[using].in_atomic_block
+    connection = connections[using]  # once: every level below is handed the wrapper
+    alone = not connection.in_atomic_block
     if len(ordered) > 1 and alone:
-        results = _run_batch(ordered, using)
+        results = _run_batch(ordered, connection)
     else:
         # One user outside any transaction (a lone inline call, a shard's one-user batch):
         # the optimistic prelude, checking for records unless the call is fresh.
         fresh = fresh and len(calls) == 1
-        results = [_run_group(group, using, optimistic=alone, fresh=fresh) for group in ordered]
+        results = [
+            _run_group(group, connection, optimistic=alone, fresh=fresh) for group in ordered
+        ]
     for group, group_outcomes in zip(ordered, results, strict=True):
         for index, outcome in zip(group.indexes, group_outcomes, strict=True):
             outcomes[index] = outcome
@@ -151,7 +155,7 @@ class _RunAlone(Exception):
     and run them on their own after the batch commits (the single-user path below)."""
 
 
-def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
+def _run_batch(groups: list[_Group], connection: BaseDatabaseWrapper) -> list[list[Outcome]]:
     """Several users' calls in one transaction: one COMMIT for the whole batch. The
     optimistic prelude first (``_run_fresh_batch``), when every id can be a literal."""
     results: list[list[Outcome] | None] = [None] * len(groups)
@@ -159,10 +163,10 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
     for index, group in enumerate(groups):
         try:
             # Its own transaction when it creates.
-            ensure_schema(group.user_id, using, actors=group.actors)
+            ensure_schema(group.user_id, connection.alias, actors=group.actors)
             batched.append(index)
         except Exception as exc:
-            if isinstance(exc, DatabaseError) and not _usable(using):
+            if isinstance(exc, DatabaseError) and not _usable(connection):
                 raise
             # Left out of the batch: _run_group below reports the failure as before.
     running = None
@@ -170,12 +174,12 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
         if len(batched) == len(groups) and all(_optimistic(each, fresh=False) for each in groups):
             # The prelude with the first user's first statement; None: a check failed, the
             # plain attempt below answers it. What it raises is handled as the plain one's.
-            optimistic = _run_fresh_batch(groups, using)
+            optimistic = _run_fresh_batch(groups, connection)
             if optimistic is not None:
                 return optimistic
-        with transaction.atomic(using=using), deferred_search_path(using) as path:
+        with transaction.atomic(using=connection.alias), deferred_search_path(connection) as path:
             # One round trip for every user's owner lock, call records and tombstone.
-            checked = _batch_prelude([groups[index] for index in batched], using)
+            checked = _batch_prelude([groups[index] for index in batched], connection)
             writes: list[Statement] = []
             for running, (owner, done, restricted) in zip(batched, checked, strict=True):
                 group = groups[running]
@@ -184,13 +188,13 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
                     continue
                 path.switch(group.schema)  # sent with the user's first statement
                 results[running], pending = _run_calls(
-                    group, using, done, savepoints=False, restricted=restricted
+                    group, connection, done, savepoints=False, restricted=restricted
                 )
                 writes += pending
             running = None  # past the users: a failure now is the records', fence's or COMMIT's
-            _finish(writes, using)
+            _finish(writes, connection)
     except Exception as exc:
-        if _fatal(exc, using):
+        if _fatal(exc, connection):
             raise
         results = [None] * len(groups)
         if running is not None and _timeout_reason(exc):
@@ -199,39 +203,41 @@ def _run_batch(groups: list[_Group], using: str) -> list[list[Outcome]]:
             results[running] = _refuse(groups[running], _typed(exc))
             batched.remove(running)
         try:
-            with transaction.atomic(using=using):
+            with transaction.atomic(using=connection.alias):
                 writes = []
                 for index in batched:
                     try:
-                        results[index], pending = _guarded(groups[index], using)
+                        results[index], pending = _guarded(groups[index], connection)
                         writes += pending
                     except _RunAlone:
                         pass  # rolled back to its savepoint; runs alone after the commit
-                _finish(writes, using)
+                _finish(writes, connection)
         except Exception as exc:  # the batch's COMMIT itself failed: every user on its own
-            if _fatal(exc, using):
+            if _fatal(exc, connection):
                 raise
             log.exception("batch transaction failed; running its users one by one")
             results = [None] * len(groups)
     for index, group in enumerate(groups):
         if results[index] is None:  # not batched, run alone, or the batch failed to commit
-            results[index] = _run_group(group, using)
+            results[index] = _run_group(group, connection)
     return [outcomes for outcomes in results if outcomes is not None]
 
 
-def _guarded(group: _Group, using: str) -> tuple[list[Outcome], list[Statement]]:
+def _guarded(
+    group: _Group, connection: BaseDatabaseWrapper
+) -> tuple[list[Outcome], list[Statement]]:
     """One user inside the batch transaction, behind its own savepoint; its outcomes and the
     writes (call records) that go out with the batch's fence check."""
     for savepoints in (False, True):
         try:
-            with transaction.atomic(using=using):
-                return _in_transaction(group, using, savepoints=savepoints)
+            with transaction.atomic(using=connection.alias):
+                return _in_transaction(group, connection, savepoints=savepoints)
         except _MethodRaised:
             continue  # rolled back to the user's savepoint; rerun with one per call
         except _REFUSED as exc:
             return _refuse(group, exc), []
         except Exception as exc:
-            if isinstance(exc, DatabaseError) and not _usable(using):
+            if isinstance(exc, DatabaseError) and not _usable(connection):
                 raise
             if _timeout_reason(exc):
                 return _refuse(group, _typed(exc)), []
@@ -245,32 +251,32 @@ def _refuse(group: _Group, exc: Exception) -> list[Outcome]:
 
 
 def _run_group(
-    group: _Group, using: str, *, optimistic: bool = False, fresh: bool = False
+    group: _Group, connection: BaseDatabaseWrapper, *, optimistic: bool = False, fresh: bool = False
 ) -> list[Outcome]:
     try:
-        ensure_schema(group.user_id, using, actors=group.actors)
-        if connections[using].in_atomic_block:
-            _check_lock_order(group.user_id, using)
+        ensure_schema(group.user_id, connection.alias, actors=group.actors)
+        if connection.in_atomic_block:
+            _check_lock_order(group.user_id, connection)
         try:
             if optimistic and _optimistic(group, fresh=fresh):
-                outcomes = _run_fresh(group, using, fresh=fresh)
+                outcomes = _run_fresh(group, connection, fresh=fresh)
                 # None: the optimistic attempt failed and was rolled back; the plain path
                 # answers (a refusal, the method's error recorded behind its savepoint).
-                return outcomes or _transaction(group, using, savepoints=True)
-            return _transaction(group, using, savepoints=False)
+                return outcomes or _transaction(group, connection, savepoints=True)
+            return _transaction(group, connection, savepoints=False)
         except _MethodRaised:
-            return _transaction(group, using, savepoints=True)
+            return _transaction(group, connection, savepoints=True)
         except ProgrammingError:
             # The schema went away under our cache (purged elsewhere): re-check once.
-            if not _usable(using):
+            if not _usable(connection):
                 raise
             known.forget(group.user_id)
-            ensure_schema(group.user_id, using, actors=group.actors)
-            return _transaction(group, using, savepoints=True)
+            ensure_schema(group.user_id, connection.alias, actors=group.actors)
+            return _transaction(group, connection, savepoints=True)
     except _REFUSED as exc:
         return _refuse(group, exc)
     except Exception as exc:
-        if _fatal(exc, using):
+        if _fatal(exc, connection):
             raise
         if _timeout_reason(exc):
             return _refuse(group, _typed(exc))
@@ -278,17 +284,16 @@ def _run_group(
         return [Outcome.failure(exc, recordable=False)] * len(group.calls)
 
 
-def _fatal(exc: Exception, using: str) -> bool:
+def _fatal(exc: Exception, connection: BaseDatabaseWrapper) -> bool:
     """Errors that abandon the whole batch: the shard was lost, or the database is gone."""
     if isinstance(exc, fence.FenceLost):
         return True
-    return isinstance(exc, DatabaseError) and not _usable(using)
+    return isinstance(exc, DatabaseError) and not _usable(connection)
 
 
-def _check_lock_order(user_id: str, using: str) -> None:
+def _check_lock_order(user_id: str, connection: BaseDatabaseWrapper) -> None:
     """Inside a caller's transaction: refuse to lock a user below one this transaction
     already locked (the owner-row lock is held until the caller's COMMIT)."""
-    connection = connections[using]
     # A test case's own wrapping transaction stands in for autocommit: the calls a test makes
     # outside any atomic() of its own would each commit alone in real use, so the order is
     # kept per atomic() the code itself opened (Django marks the test case's blocks).
@@ -321,19 +326,20 @@ def _check_lock_order(user_id: str, using: str) -> None:
     users.add(user_id)
 
 
-def _usable(using: str) -> bool:
-    connection = connections[using]
+def _usable(connection: BaseDatabaseWrapper) -> bool:
     return connection.connection is not None and connection.is_usable()
 
 
-def _transaction(group: _Group, using: str, *, savepoints: bool) -> list[Outcome]:
-    with transaction.atomic(using=using):
-        outcomes, writes = _in_transaction(group, using, savepoints=savepoints)
-        _finish(writes, using)
+def _transaction(
+    group: _Group, connection: BaseDatabaseWrapper, *, savepoints: bool
+) -> list[Outcome]:
+    with transaction.atomic(using=connection.alias):
+        outcomes, writes = _in_transaction(group, connection, savepoints=savepoints)
+        _finish(writes, connection)
         return outcomes
 
 
-def _finish(writes: list[Statement], using: str) -> None:
+def _finish(writes: list[Statement], connection: BaseDatabaseWrapper) -> None:
     """The end of a transaction that ran calls: every user's call records and the fence guard
     in one round trip — and, when this is the outermost transaction, its COMMIT too.
 
@@ -342,8 +348,17 @@ def _finish(writes: list[Statement], using: str) -> None:
     COMMIT never runs and the ``atomic()`` block rolls back as usual. When it succeeds,
     Postgres has committed: the block's own COMMIT on exit then finds no transaction open and
     sends nothing (psycopg's ``commit()`` is a no-op when idle), and on-commit hooks run as
-    usual. Inside a caller's transaction (an inline call) nothing is committed here."""
-    connection = connections[using]
+    usual. Inside a caller's transaction (an inline call) nothing is committed here.
+
+    The query goes out on the psycopg connection's own cursor (``in_one_query``, ADR 0035),
+    not a Django cursor: what Django's cursor did for it is done here — refuse a transaction
+    an inner ``atomic()`` marked for rollback (a method that swallowed its error would
+    otherwise be answered as committed while the block rolls back), errors as Django's
+    (``wrap_database_errors``, so ``fence.lost`` still recognises the guard's), the query in
+    ``connection.queries`` when Django logs queries (``DEBUG``, ``CaptureQueriesContext``).
+    When the methods sent no statement, the transaction's deferred prelude (``BEGIN``, search
+    path, checks) is still pending: ``in_one_query`` sends it first, and its failure is
+    ``deferred.failed`` as on a method's statement."""
     guard = fence.guard()
     statements = _merged(writes)
     if guard is not None:
@@ -352,21 +367,25 @@ def _finish(writes: list[Statement], using: str) -> None:
         statements.append(("COMMIT", ()))
     if not statements:
         return
+    connection.validate_no_broken_transaction()
+    started = time.monotonic() if connection.queries_logged else None
     try:
-        with connection.cursor() as cursor:
-            # The records and the guard are literal SQL (``_literal``): the text goes out as
-            # it is, with no client-side binding pass over it. A statement with parameters is
-            # bound on its own, so a literal's ``%`` is never read as a placeholder.
-            texts = [
-                cursor.cursor.mogrify(text, params) if params else text
-                for text, params in statements
-            ]
-            cursor.execute(";\n".join(texts))
+        # Literal SQL (``_literal``); a statement with parameters is bound on its own, so a
+        # literal's ``%`` is never read as a placeholder.
+        in_one_query(connection, statements)
     except DatabaseError as exc:
         fenced = fence.lost(exc)
         if fenced is not None:
             raise fenced from exc
         raise
+    finally:
+        if started is not None:
+            connection.queries_log.append(
+                {
+                    "sql": ";\n".join(text for text, _ in statements),
+                    "time": f"{time.monotonic() - started:.3f}",
+                }
+            )
 
 
 def _merged(writes: list[Statement]) -> list[Statement]:
@@ -380,7 +399,7 @@ def _merged(writes: list[Statement]) -> list[Statement]:
 
 
 def _in_transaction(
-    group: _Group, using: str, *, savepoints: bool
+    group: _Group, connection: BaseDatabaseWrapper, *, savepoints: bool
 ) -> tuple[list[Outcome], list[Statement]]:
     """One user's calls inside an open transaction (or savepoint) that the caller commits:
     their outcomes, and the statements recording them (schema-qualified, so they can go out
@@ -394,7 +413,7 @@ def _in_transaction(
         # Read after the owner lock: a mark_deleting that held it is seen here.
         (f"SELECT deleting_at FROM {REGISTRY} WHERE user_id = %s", [group.user_id]),
     ]
-    with user_schema_scope(group.schema, using, then=prelude, timeouts=actor_timeouts()) as (
+    with user_schema_scope(group.schema, connection, then=prelude, timeouts=actor_timeouts()) as (
         owner,
         records,
         tombstone,
@@ -404,7 +423,7 @@ def _in_transaction(
         # Marked for deletion (the registry's tombstone): only deletion-safe methods run.
         restricted = bool(tombstone and tombstone[0][0] is not None)
         done = {call_id: Outcome.parse(text) for call_id, text in records}
-        return _run_calls(group, using, done, savepoints=savepoints, restricted=restricted)
+        return _run_calls(group, connection, done, savepoints=savepoints, restricted=restricted)
 
 
 # User ids and call ids the optimistic prelude writes into its SQL as literals: nothing to
@@ -426,7 +445,9 @@ def _optimistic(group: _Group, *, fresh: bool) -> bool:
     return len(set(ids)) == len(ids) and all(_LITERAL_CALL_ID.fullmatch(each) for each in ids)
 
 
-def _run_fresh(group: _Group, using: str, *, fresh: bool = True) -> list[Outcome] | None:
+def _run_fresh(
+    group: _Group, connection: BaseDatabaseWrapper, *, fresh: bool = True
+) -> list[Outcome] | None:
     """One user's calls in two round trips instead of three: the prelude goes out with the
     first method's first statement (or, if the methods send none, with the records and
     ``COMMIT``), and the checks that used to be read back before the methods ran are
@@ -458,12 +479,12 @@ def _run_fresh(group: _Group, using: str, *, fresh: bool = True) -> list[Outcome
     deferred = None
     try:
         with (
-            transaction.atomic(using=using),
-            deferred_prelude(group.schema, then, using, timeouts=actor_timeouts()) as deferred,
+            transaction.atomic(using=connection.alias),
+            deferred_prelude(group.schema, then, connection, timeouts=actor_timeouts()) as deferred,
         ):
             outcomes: list[Outcome] = []
             for call in group.calls:
-                outcomes.append(_invoke(call, using, savepoints=False))
+                outcomes.append(_invoke(call, connection, savepoints=False))
                 if deferred.failed is not None:  # the method swallowed the prelude's error
                     raise _MethodRaised from deferred.failed
             recorded = [
@@ -471,7 +492,7 @@ def _run_fresh(group: _Group, using: str, *, fresh: bool = True) -> list[Outcome
                 for call, outcome in zip(group.calls, outcomes, strict=True)
                 if outcome.recordable
             ]
-            _finish(_record_statements(group, recorded), using)
+            _finish(_record_statements(group, recorded), connection)
         return outcomes
     except Exception as exc:
         failed = deferred.failed if deferred is not None else None
@@ -480,14 +501,16 @@ def _run_fresh(group: _Group, using: str, *, fresh: bool = True) -> list[Outcome
             # the fence guard, and its checks fail with the guard's error. The plain path
             # tells them apart: its own guard raises FenceLost again if the shard is lost.
             return None
-        if _fatal(exc, using):
+        if _fatal(exc, connection):
             raise
         if failed is not None and len(group.calls) == 1 and _timeout_reason(failed):
             return _refuse(group, _typed(failed))  # type: ignore[arg-type]
         return None
 
 
-def _run_fresh_batch(groups: list[_Group], using: str) -> list[list[Outcome]] | None:
+def _run_fresh_batch(
+    groups: list[_Group], connection: BaseDatabaseWrapper
+) -> list[list[Outcome]] | None:
     """Several users' calls in C + 1 round trips instead of C + 2: ``_run_fresh`` for a
     batch (ADR 0033, amendment). The batch prelude's ``BEGIN``, timeouts and checks go out
     in front of the first user's first statement, with that user's search path; each next
@@ -509,20 +532,24 @@ def _run_fresh_batch(groups: list[_Group], using: str) -> list[list[Outcome]] | 
     deferred = None
     try:
         with (
-            transaction.atomic(using=using),
-            deferred_prelude(groups[0].schema, then, using, timeouts=actor_timeouts()) as deferred,
+            transaction.atomic(using=connection.alias),
+            deferred_prelude(
+                groups[0].schema, then, connection, timeouts=actor_timeouts()
+            ) as deferred,
         ):
             results: list[list[Outcome]] = []
             writes: list[Statement] = []
             for group in groups:
                 if results:
                     deferred.switch(group.schema)  # sent with the user's first statement
-                outcomes, pending = _run_calls(group, using, {}, savepoints=False, restricted=False)
+                outcomes, pending = _run_calls(
+                    group, connection, {}, savepoints=False, restricted=False
+                )
                 if deferred.failed is not None:  # a method swallowed the prelude's error
                     raise _MethodRaised from deferred.failed
                 results.append(outcomes)
                 writes += pending
-            _finish(writes, using)
+            _finish(writes, connection)
         return results
     except Exception as exc:
         failed = deferred.failed if deferred is not None else None
@@ -532,7 +559,7 @@ def _run_fresh_batch(groups: list[_Group], using: str) -> list[list[Outcome]] | 
             # No method sent a statement, so the prelude rode on the records' query with the
             # fence guard (ADR 0033): the plain path's guard raises FenceLost again if lost.
             return None
-        if _fatal(exc, using):
+        if _fatal(exc, connection):
             raise
         return None
 
@@ -599,7 +626,12 @@ def _mismatch(group: _Group) -> OwnerMismatch:
 
 
 def _run_calls(
-    group: _Group, using: str, done: dict[str, Outcome], *, savepoints: bool, restricted: bool
+    group: _Group,
+    connection: BaseDatabaseWrapper,
+    done: dict[str, Outcome],
+    *,
+    savepoints: bool,
+    restricted: bool,
 ) -> tuple[list[Outcome], list[Statement]]:
     """One user's calls once its owner lock is held and checked: answers from ``done`` (its
     call records), runs the rest; their outcomes and the statements recording them."""
@@ -608,7 +640,7 @@ def _run_calls(
     for call in group.calls:
         outcome = done.get(call.id)
         if outcome is None:
-            outcome = _invoke(call, using, savepoints=savepoints, restricted=restricted)
+            outcome = _invoke(call, connection, savepoints=savepoints, restricted=restricted)
             done[call.id] = outcome
             if outcome.recordable:
                 fresh.append((call, outcome))
@@ -617,7 +649,7 @@ def _run_calls(
 
 
 def _batch_prelude(
-    groups: Sequence[_Group], using: str
+    groups: Sequence[_Group], connection: BaseDatabaseWrapper
 ) -> list[tuple[str | None, dict[str, Outcome], bool]]:
     """The first round trip of a batch of several users the plain way (the optimistic
     prelude failed or was not taken), as one query: its ``BEGIN``, the
@@ -652,7 +684,7 @@ def _batch_prelude(
     )
     params.append([group.user_id for group in groups])
     _, owners, records = in_one_query(
-        connections[using],
+        connection,
         [
             set_timeouts(actor_timeouts()),
             ("\nUNION ALL ".join(locks), ()),
@@ -673,11 +705,13 @@ def _batch_prelude(
     ]
 
 
-def _invoke(call: Call, using: str, *, savepoints: bool, restricted: bool = False) -> Outcome:
+def _invoke(
+    call: Call, connection: BaseDatabaseWrapper, *, savepoints: bool, restricted: bool = False
+) -> Outcome:
     try:
         actor = actor_named(call.actor)
         bound = getattr(
-            actor(CallContext(call.user_id, call.schema, call.id, using)),
+            actor(CallContext(call.user_id, call.schema, call.id, connection.alias)),
             method_of(actor, call.method),
         )
         if restricted and not is_deletion_safe(actor, call.method):
@@ -694,7 +728,7 @@ def _invoke(call: Call, using: str, *, savepoints: bool, restricted: bool = Fals
         except BaseException as exc:
             raise _MethodRaised from exc
     try:
-        with transaction.atomic(using=using):
+        with transaction.atomic(using=connection.alias):
             return Outcome.success(bound(*call.args, **call.kwargs))
     except DatabaseError as exc:
         return Outcome.failure(_typed(exc), recordable=False)

@@ -69,22 +69,33 @@ def in_one_query(
 
     Each statement still takes its own snapshot (READ COMMITTED), so a read placed after a
     lock sees what committed before the lock was granted. Statements without parameters are
-    sent as written; those with parameters are bound first (``mogrify``)."""
+    sent as written; those with parameters are bound first (``mogrify``).
+
+    Under a :class:`DeferredSearchPath` its pending statements go first, and a transaction's
+    prelude fails with the query (``failed``) as it does on a Django cursor's statement. The
+    query goes out on the psycopg connection's own cursor: Django's execute wrappers and its
+    ``DEBUG`` query log do not see it."""
     connection.ensure_connection()
     raw = connection.connection
     deferred: DeferredSearchPath | None = getattr(connection, "kody_deferred_path", None)
+    carries = deferred is not None and deferred.prelude_pending
     texts = deferred.take() if deferred is not None else []
-    with connection.wrap_database_errors, raw.cursor() as cursor:
-        for sql, params in statements:
-            texts.append(cursor.mogrify(sql, params) if params else sql)
-        with _begun(raw, texts) as texts:
-            cursor.execute(";\n".join(texts))
-        for _ in range(len(texts) - len(statements)):
-            cursor.nextset()  # BEGIN's and the deferred statements' results
-        results = []
-        for _ in statements:
-            results.append(cursor.fetchall() if cursor.description else [])
-            cursor.nextset()
+    try:
+        with connection.wrap_database_errors, raw.cursor() as cursor:
+            for sql, params in statements:
+                texts.append(cursor.mogrify(sql, params) if params else sql)
+            with _begun(raw, texts) as texts:
+                cursor.execute(";\n".join(texts))
+            for _ in range(len(texts) - len(statements)):
+                cursor.nextset()  # BEGIN's and the deferred statements' results
+            results = []
+            for _ in statements:
+                results.append(cursor.fetchall() if cursor.description else [])
+                cursor.nextset()
+    except BaseException as exc:
+        if carries:
+            deferred.failed = exc  # type: ignore[union-attr]
+        raise
     return results
 
 
@@ -140,8 +151,10 @@ class DeferredSearchPath:
     batch's users whose methods send nothing pass the prelude on to the next user's first
     statement (ADR 0033, amendment).
 
-    ``failed`` keeps the error of the query that carried the prelude, so a caller can tell
-    that its checks failed even if the code that ran it swallowed the exception."""
+    ``failed`` keeps the error of the query that carried the prelude — a Django cursor's
+    statement or an :func:`in_one_query` (the runtime's records, fence guard and ``COMMIT``
+    when the methods sent nothing) — so a caller can tell that its checks failed even if the
+    code that ran it swallowed the exception."""
 
     def __init__(self, connection: BaseDatabaseWrapper, prelude: Sequence[str] = ()) -> None:
         self.connection = connection
@@ -151,6 +164,11 @@ class DeferredSearchPath:
 
     def switch(self, schema: str) -> None:
         self._path = [_path_sql(schema)]
+
+    @property
+    def prelude_pending(self) -> bool:
+        """Whether the transaction's prelude still waits for a statement to carry it."""
+        return bool(self._prelude)
 
     def take(self) -> list[str]:
         prelude, path = self._prelude, self._path
@@ -191,6 +209,13 @@ class DeferredSearchPath:
         return result
 
 
+def _wrapper(using: str | BaseDatabaseWrapper) -> BaseDatabaseWrapper:
+    """The connection for ``using``: an alias, or the wrapper a caller already resolved (the
+    actor runtime looks it up once per ``execute``; ``connections[alias]`` is a thread-local
+    lookup each time)."""
+    return connections[using] if isinstance(using, str) else using
+
+
 @contextmanager
 def _installed(deferred: DeferredSearchPath) -> Iterator[DeferredSearchPath]:
     connection = deferred.connection
@@ -205,10 +230,12 @@ def _installed(deferred: DeferredSearchPath) -> Iterator[DeferredSearchPath]:
 
 
 @contextmanager
-def deferred_search_path(using: str = DEFAULT_DB_ALIAS) -> Iterator[DeferredSearchPath]:
+def deferred_search_path(
+    using: str | BaseDatabaseWrapper = DEFAULT_DB_ALIAS,
+) -> Iterator[DeferredSearchPath]:
     """Inside an open transaction: a :class:`DeferredSearchPath` whose ``switch(schema)``
     points ``search_path`` at a user schema (``SET LOCAL``) with the next statement sent."""
-    with _installed(DeferredSearchPath(connections[using])) as deferred:
+    with _installed(DeferredSearchPath(_wrapper(using))) as deferred:
         yield deferred
 
 
@@ -216,7 +243,7 @@ def deferred_search_path(using: str = DEFAULT_DB_ALIAS) -> Iterator[DeferredSear
 def deferred_prelude(
     schema: str,
     then: Sequence[str],
-    using: str = DEFAULT_DB_ALIAS,
+    using: str | BaseDatabaseWrapper = DEFAULT_DB_ALIAS,
     *,
     timeouts: tuple[int, int],
 ) -> Iterator[DeferredSearchPath]:
@@ -228,7 +255,7 @@ def deferred_prelude(
     ``switch(schema)`` then points ``search_path`` at another schema with the next statement
     (a batch of several users, ADR 0033), keeping the prelude in front if nothing carried it
     yet."""
-    connection = connections[using]
+    connection = _wrapper(using)
     if len(connection.atomic_blocks) != 1:
         raise TransactionManagementError("a deferred prelude opens the outermost transaction")
     # Literals: u_ + hex, and two integers (no quoting, no % for client-side binding).
@@ -246,12 +273,12 @@ def deferred_prelude(
 @contextmanager
 def user_schema_scope(
     schema: str,
-    using: str = DEFAULT_DB_ALIAS,
+    using: str | BaseDatabaseWrapper = DEFAULT_DB_ALIAS,
     *,
     then: Sequence[Statement] = (),
     timeouts: tuple[int, int] | None = None,
 ) -> Iterator[list[list[tuple]]]:
-    connection = connections[using]
+    connection = _wrapper(using)
     if not connection.in_atomic_block:
         raise TransactionManagementError("a user schema is only reachable inside atomic()")
     nested = len(connection.atomic_blocks) > 1

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from unittest import mock
 
 from django.db import connection, connections, transaction
 
@@ -113,19 +114,24 @@ def counter(user: str) -> int:
 @contextmanager
 def sent_with_the_prelude() -> Iterator[list[str]]:
     """The SQL of every query sent inside a deferred prelude the runtime opens while the block
-    runs (a wrapper installed after the prelude's own, so it sees what the prelude sends)."""
+    runs, as psycopg sends it: a Django cursor's statement with what the prelude put in front
+    of it, and the queries the kernel sends on the psycopg connection's own cursor (the
+    records, fence guard and ``COMMIT``: ``runtime._finish``)."""
     sent: list[str] = []
     outer = runtime.deferred_prelude
 
-    def keep(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        result = execute(sql, params, many, context)
-        sent.append(sql)
-        return result
-
     @contextmanager
     def both(*args: Any, **kwargs: Any) -> Iterator[Any]:
-        with outer(*args, **kwargs) as deferred, connection.execute_wrapper(keep):
-            yield deferred
+        with outer(*args, **kwargs) as deferred:
+            factory = connection.connection.cursor_factory
+            send = factory.execute
+
+            def keep(cursor, query, *rest, **named):  # type: ignore[no-untyped-def]
+                sent.append(query if isinstance(query, str) else repr(query))
+                return send(cursor, query, *rest, **named)
+
+            with mock.patch.object(factory, "execute", keep):
+                yield deferred
 
     runtime.deferred_prelude = both  # type: ignore[assignment]
     try:

@@ -93,6 +93,17 @@ class Probe(Actor):
             return "swallowed"
         return "ran"
 
+    def swallow_broken(self) -> int:
+        """Writes, then swallows an error out of an inner ``atomic(savepoint=False)``: the
+        transaction is marked for rollback (``needs_rollback``) and cannot commit."""
+        count = self._bump("execute_calls_per_day")
+        try:
+            with transaction.atomic(savepoint=False):
+                raise ProbeFailed("inside")
+        except ProbeFailed:
+            pass
+        return count
+
     def bound_first(self, value: str) -> list[str]:
         """A first statement with a parameter and a literal ``%%`` (a fresh call's prelude
         goes out in front of it), and what it read back."""
