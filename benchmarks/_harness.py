@@ -14,9 +14,17 @@ from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from config.env import envbool  # noqa: E402  (needs ROOT on the path)
+
 # The benchmarks get their own database (test_kody_bench), migrated like a test database.
 os.environ.setdefault("KODY_TEST_DB_SUFFIX", "_bench")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+# Measured as deployed: DEBUG off (Django's debug cursor wrapper logs every query, a few per
+# cent of a call's CPU), with a throwaway key, since production refuses to start without one.
+# The shard workers a benchmark starts inherit both. ``KODY_DEBUG=1`` measures the dev setup.
+os.environ.setdefault("KODY_DEBUG", "0")
+if not envbool("KODY_DEBUG", True) and not os.environ.get("KODY_SECRET_KEY"):
+    os.environ["KODY_SECRET_KEY"] = "benchmark-" + os.urandom(24).hex()
 
 
 def setup_django() -> None:
