@@ -426,23 +426,26 @@ def _in_transaction(
         return _run_calls(group, connection, done, savepoints=savepoints, restricted=restricted)
 
 
-# User ids and call ids the optimistic prelude writes into its SQL as literals: nothing to
-# quote or escape (no quote, no backslash, no % for client-side binding). Any other id takes
-# the plain path. (A call id is a generated hex id or ``<key>~<hash>``: ``~`` is allowed.)
+# User ids the optimistic prelude takes. Every id in its SQL is written by ``_literal`` (any
+# text but a NUL is safe there, and the prelude is never bound client-side: ADR 0034), so
+# this gate is no longer what makes the text safe; it stays for user ids (an account's
+# stable id is of these characters) until a test drives another user id through the prelude,
+# as tests/kernel/test_call_literals.py does for call ids of every character class.
 _LITERAL_ID = re.compile(r"[A-Za-z0-9_.:@+=-]{1,255}")
-_LITERAL_CALL_ID = re.compile(r"[A-Za-z0-9_.:@+=~-]{1,255}")
 
 
 def _optimistic(group: _Group, *, fresh: bool) -> bool:
-    """Whether one user's calls may take the optimistic prelude (``_run_fresh``): ids it can
-    write as literals, and no id twice (a call pushed twice in one batch answers its second
-    copy from the first's outcome, which only the plain path does)."""
+    """Whether one user's calls may take the optimistic prelude (``_run_fresh``): a user id
+    of a stable id's characters, no call id ``_literal`` cannot write (a NUL), and no id twice
+    (a call pushed twice in one batch answers its second copy from the first's outcome, which
+    only the plain path does). A call id may hold anything else — a caller's key is
+    ``<key>~<hash>`` — quotes, backslashes and ``%`` included (ADR 0035)."""
     if not _LITERAL_ID.fullmatch(group.user_id):
         return False
     if fresh:
         return True
     ids = [call.id for call in group.calls]
-    return len(set(ids)) == len(ids) and all(_LITERAL_CALL_ID.fullmatch(each) for each in ids)
+    return len(set(ids)) == len(ids) and not any("\x00" in each for each in ids)
 
 
 def _run_fresh(
@@ -566,7 +569,7 @@ def _run_fresh_batch(
 
 def _checks(groups: Sequence[_Group], *, records: bool, nowait: bool) -> list[str]:
     """The optimistic prelude's checks, as statements that divide by zero instead of rows
-    read back (ids are literals: ``_optimistic``):
+    read back (ids written by ``_literal``, as the records are; ``_optimistic``):
 
     * the owner lock: every user's owner row ``FOR UPDATE`` (``NOWAIT`` for a batch, as in
       ``_batch_prelude``), filtered by the user's id, in ONE statement whose branches run in
@@ -578,7 +581,7 @@ def _checks(groups: Sequence[_Group], *, records: bool, nowait: bool) -> list[st
     lock = "FOR UPDATE NOWAIT" if nowait else "FOR UPDATE"
     owners = [
         f"SELECT 1 FROM (SELECT 1 FROM {quoted(group.schema)}.actor_owner"
-        f" WHERE id = 1 AND owner_id = '{group.user_id}' {lock}) AS o{index}"
+        f" WHERE id = 1 AND owner_id = {_literal(group.user_id)} {lock}) AS o{index}"
         for index, group in enumerate(groups)
     ]
     checks = [
@@ -586,7 +589,7 @@ def _checks(groups: Sequence[_Group], *, records: bool, nowait: bool) -> list[st
     ]
     found: list[str] = []  # reads that must find nothing
     marked = [
-        f"'{group.user_id}'"
+        _literal(group.user_id)
         for group in groups
         if not all(_deletion_safe(call) for call in group.calls)
     ]
@@ -606,7 +609,7 @@ def _checks(groups: Sequence[_Group], *, records: bool, nowait: bool) -> list[st
 
 
 def _literals(group: _Group) -> str:
-    return ", ".join(f"'{call.id}'" for call in group.calls)
+    return ", ".join(_literal(call.id) for call in group.calls)
 
 
 def _deletion_safe(call: Call) -> bool:

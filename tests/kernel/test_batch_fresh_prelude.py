@@ -254,17 +254,22 @@ def test_a_superseded_epoch_still_raises_fence_lost(users):
         assert values(execute(echoes)) == first  # recorded: no fence loss either
 
 
-def test_ids_it_cannot_write_as_literals_or_a_repeated_id_take_the_plain_path(users, paths):
+def test_an_odd_id_takes_the_prelude_and_a_repeated_id_the_plain_path(users, paths):
+    # Any call id is written by _literal (sixth pass, ADR 0035): quotes and % no longer keep
+    # a batch off the prelude. An id twice in one batch still does: only the plain path
+    # answers the second copy from the first's outcome.
     a, b, _ = users
     before = [counter(a), counter(b)]
     odd = Call(**{**vars(call(a, "bump")), "id": "it's~a%key"})
     twice = call(b, "bump")
     assert values(execute([odd, call(b, "bump")])) == [before[0] + 2, before[1] + 2]
+    assert paths == {"optimistic": 1, "fell_back": 0, "queries": paths["queries"]}
     assert values(execute([call(a, "bump"), twice, twice])) == [
         before[0] + 3,
         before[1] + 3,
         before[1] + 3,
     ]
-    assert paths["optimistic"] == 0
+    assert paths["optimistic"] == 1
     assert values(execute([odd, call(b, "bump")])) == [before[0] + 2, before[1] + 4]
+    assert paths == {"optimistic": 2, "fell_back": 1, "queries": paths["queries"]}
     assert [counter(a), counter(b)] == [before[0] + 3, before[1] + 4]
