@@ -478,37 +478,10 @@ def _run_fresh(
     lone call a lock or statement timeout in the prelude's query is answered here
     (``ActorUnavailable``), so a stuck owner row costs one ``lock_timeout``, not two; several
     calls take the plain path, which refuses only the call whose own statement timed out."""
-    then = _checks([group], records=not fresh, nowait=False)
-    deferred = None
-    try:
-        with (
-            transaction.atomic(using=connection.alias),
-            deferred_prelude(group.schema, then, connection, timeouts=actor_timeouts()) as deferred,
-        ):
-            outcomes: list[Outcome] = []
-            for call in group.calls:
-                outcomes.append(_invoke(call, connection, savepoints=False))
-                if deferred.failed is not None:  # the method swallowed the prelude's error
-                    raise _MethodRaised from deferred.failed
-            recorded = [
-                (call, outcome)
-                for call, outcome in zip(group.calls, outcomes, strict=True)
-                if outcome.recordable
-            ]
-            _finish(_record_statements(group, recorded), connection)
-        return outcomes
-    except Exception as exc:
-        failed = deferred.failed if deferred is not None else None
-        if isinstance(exc, fence.FenceLost) and failed is not None:
-            # The methods sent no statement, so the prelude rode on the records' query with
-            # the fence guard, and its checks fail with the guard's error. The plain path
-            # tells them apart: its own guard raises FenceLost again if the shard is lost.
-            return None
-        if _fatal(exc, connection):
-            raise
-        if failed is not None and len(group.calls) == 1 and _timeout_reason(failed):
-            return _refuse(group, _typed(failed))  # type: ignore[arg-type]
-        return None
+    results = _prelude_first(
+        [group], connection, _checks([group], records=not fresh, nowait=False), lone=True
+    )
+    return None if results is None else results[0]
 
 
 def _run_fresh_batch(
@@ -531,7 +504,35 @@ def _run_fresh_batch(
     attempt's would be — a method raising (every check had passed, or none had run yet), a
     ``NOWAIT`` conflict or a timeout, the records' query, a fatal error — and ``_run_batch``
     handles it the same way: its savepoint rerun, or abandon the batch."""
-    then = _checks(groups, records=True, nowait=True)
+    return _prelude_first(
+        groups, connection, _checks(groups, records=True, nowait=True), lone=False
+    )
+
+
+def _prelude_first(
+    groups: list[_Group], connection: BaseDatabaseWrapper, then: list[str], *, lone: bool
+) -> list[list[Outcome]] | None:
+    """``_run_fresh`` and ``_run_fresh_batch``: one transaction whose prelude (``BEGIN``,
+    timeouts, ``then``: the checks) goes out in front of the first statement a method sends,
+    each next user's search path with that user's first; the records, fence guard and
+    ``COMMIT`` in one query (``_finish``, which carries the prelude when no method sent a
+    statement). Each user's outcomes, or None: rolled back, the plain path answers.
+
+    What failed decides what happens, and there the two differ (``lone``: one user's calls).
+    ``deferred.failed`` is set when the query that carried the prelude failed — a check, or
+    the statement riding behind it — even if a method swallowed the error.
+
+    * The prelude rode on the records' query, whose fence guard fails the same way as a
+      check (``FenceLost`` with ``failed``): None for both; the plain path's own guard raises
+      ``FenceLost`` again if the shard is lost.
+    * A lone user answers for itself: a lock or statement timeout in the prelude's query of
+      a lone call is refused here (one ``lock_timeout``, not two), a fatal error raised, and
+      anything else — a failed check, a method raising — None.
+    * A batch leaves every failure but a failed check to ``_run_batch``, as its plain first
+      attempt's: raised when past the checks (``failed`` is None: a method raising, the
+      records' query), on a lock or statement timeout in the prelude (a ``NOWAIT`` conflict:
+      to the savepoint rerun, without a second prelude that would fail the same way) or a
+      fatal error; None for a failed check, which the plain first attempt answers."""
     deferred = None
     try:
         with (
@@ -545,25 +546,32 @@ def _run_fresh_batch(
             for group in groups:
                 if results:
                     deferred.switch(group.schema)  # sent with the user's first statement
-                outcomes, pending = _run_calls(
-                    group, connection, {}, savepoints=False, restricted=False
-                )
-                if deferred.failed is not None:  # a method swallowed the prelude's error
-                    raise _MethodRaised from deferred.failed
+                outcomes: list[Outcome] = []
+                for call in group.calls:
+                    outcomes.append(_invoke(call, connection, savepoints=False))
+                    if deferred.failed is not None:  # the method swallowed the prelude's error
+                        raise _MethodRaised from deferred.failed
                 results.append(outcomes)
-                writes += pending
+                recorded = [
+                    (call, outcome)
+                    for call, outcome in zip(group.calls, outcomes, strict=True)
+                    if outcome.recordable
+                ]
+                writes += _record_statements(group, recorded)
             _finish(writes, connection)
         return results
     except Exception as exc:
         failed = deferred.failed if deferred is not None else None
-        if failed is None or _timeout_reason(failed):
-            raise  # past the checks, or a lock held elsewhere: as the plain attempt's failure
-        if isinstance(exc, fence.FenceLost):
-            # No method sent a statement, so the prelude rode on the records' query with the
-            # fence guard (ADR 0033): the plain path's guard raises FenceLost again if lost.
+        if failed is not None and isinstance(exc, fence.FenceLost):
+            return None  # a check or the guard: the plain path's guard tells them apart
+        if not lone:
+            if failed is None or _timeout_reason(failed) or _fatal(exc, connection):
+                raise
             return None
         if _fatal(exc, connection):
             raise
+        if failed is not None and len(groups[0].calls) == 1 and _timeout_reason(failed):
+            return [_refuse(groups[0], _typed(failed))]  # type: ignore[arg-type]
         return None
 
 

@@ -45,6 +45,9 @@ def outbox_probe(tag: str) -> None:
     outbox_runs.append(tag)
 
 
+# What Probe.note saw run (a method's effect outside the database).
+notes: list[str] = []
+
 # The psycopg connection of the last worker call (in-process workers only).
 seen_connections: list[Any] = []
 
@@ -92,6 +95,11 @@ class Probe(Actor):
         except DatabaseError:
             return "swallowed"
         return "ran"
+
+    def note(self, tag: str) -> str:
+        """Sends nothing; runs Python only (``notes``): how often a method body ran."""
+        notes.append(tag)
+        return tag
 
     def swallow_broken(self) -> int:
         """Writes, then swallows an error out of an inner ``atomic(savepoint=False)``: the

@@ -25,6 +25,7 @@ from kody.actors.wire import Call
 from kody.errors import AccountDeleting
 from kody.userschema.naming import quoted, schema_name_for
 from kody.userschema.schemas import mark_deleting, unmark_deleting
+from tests.kernel import sample_actors
 from tests.kernel.probes import (
     counter,
     owner_lock_held,
@@ -232,6 +233,27 @@ def test_a_method_swallowing_the_prelude_error_still_falls_back(users, paths, pl
     assert plain["rerun"] == []
     assert counter(b) == before + 1
     assert values(execute([call(a, "swallow_first"), call(b, "bump")]))[0] == "ran"
+
+
+def test_a_swallowed_prelude_error_stops_the_attempt_at_that_call(users, paths, monkeypatch):
+    # a forges b's schema: its first call carries the checks, fails and swallows the error.
+    # The attempt stops there, before a's next call runs its Python (the plain path then
+    # refuses both of a's calls, nothing of them runs) and before c's.
+    a, b, c = users
+    monkeypatch.setattr(sample_actors, "notes", [])
+    outcomes = execute(
+        [
+            call(a, "swallow_first", schema_of=b),
+            call(a, "note", "a", schema_of=b),
+            call(c, "note", "c"),
+        ]
+    )
+    for refused in outcomes[:2]:
+        with pytest.raises(OwnerMismatch):
+            refused.unwrap()
+    assert outcomes[2].unwrap() == "c"
+    assert paths["fell_back"] == 1
+    assert sample_actors.notes == ["c"]  # c's once, by the plain path; a's never
 
 
 def test_a_superseded_epoch_still_raises_fence_lost(users):
