@@ -1,10 +1,10 @@
-"""Before/after of the fifth pass's Python changes in ONE process, blocks in turns.
+"""Before/after of a pass's Python changes in ONE process, blocks in turns (now: the sixth).
 
     python benchmarks/ab_cpu.py [--blocks 20] [--calls 100]   (calls a block)
 
 The host's speed drifts by tens of percent from one minute (and one process) to the next, more
 than the change measured; here both versions run in the same process, switched by swapping the
-changed functions back (the *before* versions are main's own at 2c80881, loaded with ``git
+changed functions back (the *before* versions are main's own at ``BEFORE``, loaded with ``git
 show``, so this needs a checkout holding that commit), block after block, and each mode's
 thread CPU per call is the median over its blocks. Three paths: a queued call (``execute`` of
 one decoded call), an inline ``UserMeter.call``, and a queued 8-call batch. Timings are
@@ -21,12 +21,14 @@ from _accounts import live_account_ids
 from _harness import setup_django
 from actors import DAY, LIMIT
 
-BEFORE = "2c80881"  # main as this pass started
+BEFORE = "789c8e5"  # main as the sixth pass started
 
 
-def _module_at(rev: str, path: str):  # type: ignore[no-untyped-def]
+def _module_at(rev: str, path: str, **imports):  # type: ignore[no-untyped-def]
     """The module ``path`` as it was at ``rev`` (``git show``), loaded under its own name
-    beside today's, so its functions are the old code itself, not a copy of it."""
+    beside today's, so its functions are the old code itself, not a copy of it. ``imports``:
+    modules its own imports resolve to instead of today's (``{"kody.userschema.scope": old}``)
+    while its body runs."""
     import subprocess
     import sys
     import types
@@ -40,26 +42,24 @@ def _module_at(rev: str, path: str):  # type: ignore[no-untyped-def]
     module = types.ModuleType(name)
     module.__file__ = f"{rev}:{path}"
     sys.modules[name] = module  # dataclasses look their module up while the body runs
-    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    saved = {each: sys.modules[each] for each in imports}
+    sys.modules.update(imports)
+    try:
+        exec(compile(source, module.__file__, "exec"), module.__dict__)
+    finally:
+        sys.modules.update(saved)
     return module
 
 
 def before_versions(rev: str = BEFORE):  # type: ignore[no-untyped-def]
-    """The functions this pass changed, as they were at ``rev``."""
-    runtime = _module_at(rev, "kody/actors/runtime.py")
+    """What this pass changed, as it was at ``rev``: the runtime and the scope module as a
+    whole (the sixth pass changed how their functions call each other: the connection is
+    handed down, ``_finish`` sends through ``in_one_query``, ``_run_fresh`` and
+    ``_run_fresh_batch`` share one body), so ``execute`` is swapped with the old runtime
+    bound to the old scope."""
     scope = _module_at(rev, "kody/userschema/scope.py")
-    wire = _module_at(rev, "kody/actors/wire.py")
-
-    def as_off_the_queue(call):  # type: ignore[no-untyped-def]
-        return type(call).decode(call.encode())  # as _run_inline did: always through JSON
-
-    return {
-        ("kody.actors.wire", "dumps"): wire.dumps,
-        ("kody.actors.dispatch", "_as_off_the_queue"): as_off_the_queue,
-        ("kody.actors.runtime", "_record_statements"): runtime._record_statements,
-        ("kody.actors.runtime", "_finish"): runtime._finish,
-        ("kody.userschema.scope", "DeferredSearchPath.__call__"): scope.DeferredSearchPath.__call__,
-    }
+    runtime = _module_at(rev, "kody/actors/runtime.py", **{"kody.userschema.scope": scope})
+    return {("kody.actors.runtime", "execute"): runtime.execute}
 
 
 def main() -> None:
@@ -73,8 +73,8 @@ def main() -> None:
     from django.conf import settings
 
     from apps.entitlements.actor import UserMeter
+    from kody.actors import runtime
     from kody.actors.dispatch import _build, new_key
-    from kody.actors.runtime import execute
     from kody.actors.wire import Call
     from kody.userschema.schemas import ensure_schema
 
@@ -100,7 +100,7 @@ def main() -> None:
 
     def queued(calls: int):  # type: ignore[no-untyped-def]
         def run() -> None:
-            execute(
+            runtime.execute(  # the swapped one: dispatch looks it up per call too
                 [
                     Call.decode(
                         _build(UserMeter, user, "consume", (), charge, new_key(), True).encode()

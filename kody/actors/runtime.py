@@ -372,7 +372,7 @@ def _finish(writes: list[Statement], connection: BaseDatabaseWrapper) -> None:
     try:
         # Literal SQL (``_literal``); a statement with parameters is bound on its own, so a
         # literal's ``%`` is never read as a placeholder.
-        in_one_query(connection, statements)
+        in_one_query(connection, statements, rows=False)
     except DatabaseError as exc:
         fenced = fence.lost(exc)
         if fenced is not None:

@@ -60,7 +60,7 @@ def pipelined(
 
 
 def in_one_query(
-    connection: BaseDatabaseWrapper, statements: Sequence[Statement]
+    connection: BaseDatabaseWrapper, statements: Sequence[Statement], *, rows: bool = True
 ) -> list[list[tuple]]:
     """Run ``statements`` as ONE multi-statement query (simple protocol, parameters bound
     client-side); each one's rows. One send and one wait, where pipeline mode sends and
@@ -74,7 +74,9 @@ def in_one_query(
     Under a :class:`DeferredSearchPath` its pending statements go first, and a transaction's
     prelude fails with the query (``failed``) as it does on a Django cursor's statement. The
     query goes out on the psycopg connection's own cursor: Django's execute wrappers and its
-    ``DEBUG`` query log do not see it."""
+    ``DEBUG`` query log do not see it. ``rows=False``: nothing is read back (an empty list),
+    for statements whose only answer is success or an error (the runtime's records, fence
+    guard and ``COMMIT``); walking each statement's result costs more than their text."""
     connection.ensure_connection()
     raw = connection.connection
     deferred: DeferredSearchPath | None = getattr(connection, "kody_deferred_path", None)
@@ -84,14 +86,14 @@ def in_one_query(
         with connection.wrap_database_errors, raw.cursor() as cursor:
             for sql, params in statements:
                 texts.append(cursor.mogrify(sql, params) if params else sql)
-            with _begun(raw, texts) as texts:
-                cursor.execute(";\n".join(texts))
-            for _ in range(len(texts) - len(statements)):
-                cursor.nextset()  # BEGIN's and the deferred statements' results
-            results = []
-            for _ in statements:
-                results.append(cursor.fetchall() if cursor.description else [])
-                cursor.nextset()
+            ahead = len(texts) - len(statements) + _execute_begun(raw, cursor, texts)
+            results: list[list[tuple]] = []
+            if rows:
+                for _ in range(ahead):
+                    cursor.nextset()  # BEGIN's and the deferred statements' results
+                for _ in statements:
+                    results.append(cursor.fetchall() if cursor.description else [])
+                    cursor.nextset()
     except BaseException as exc:
         if carries:
             deferred.failed = exc  # type: ignore[union-attr]
@@ -99,12 +101,18 @@ def in_one_query(
     return results
 
 
+def _begins(raw: Any) -> bool:
+    """Whether the next statement opens the transaction: psycopg would send ``BEGIN`` in a
+    round trip of its own first."""
+    return not raw.autocommit and raw.info.transaction_status == TransactionStatus.IDLE
+
+
 @contextmanager
 def _begun(raw: Any, texts: list[str]) -> Iterator[list[str]]:
-    """``texts`` with the transaction's ``BEGIN`` in front when it has not begun yet. psycopg
-    would send ``BEGIN`` in a round trip of its own; it is the query's first statement
-    instead (the flag is psycopg's alone, nothing changes on the server)."""
-    if raw.autocommit or raw.info.transaction_status != TransactionStatus.IDLE:
+    """``texts`` with the transaction's ``BEGIN`` in front when it has not begun yet: it is
+    the query's first statement instead of a round trip of its own (the flag is psycopg's
+    alone, nothing changes on the server)."""
+    if not _begins(raw):
         yield texts
         return
     raw._autocommit = True
@@ -112,6 +120,20 @@ def _begun(raw: Any, texts: list[str]) -> Iterator[list[str]]:
         yield [raw._get_tx_start_command().decode(), *texts]
     finally:
         raw._autocommit = False
+
+
+def _execute_begun(raw: Any, cursor: Any, texts: list[str]) -> int:
+    """``texts`` as one query on ``cursor`` as :func:`_begun` sends them (without its
+    context manager, on the runtime's every call); how many statements went in front."""
+    if not _begins(raw):
+        cursor.execute(";\n".join(texts))
+        return 0
+    raw._autocommit = True
+    try:
+        cursor.execute(";\n".join([raw._get_tx_start_command().decode(), *texts]))
+    finally:
+        raw._autocommit = False
+    return 1
 
 
 def _path_config(schema: str) -> str:

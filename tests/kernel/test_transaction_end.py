@@ -142,3 +142,22 @@ def test_execute_looks_its_connection_up_once(users, monkeypatch, users_in_batch
     batch = [call(user, "rows_touched") for user in users[:users_in_batch]]
     assert all(outcome.ok for outcome in execute(batch))
     assert lookups == [DEFAULT_DB_ALIAS]
+
+
+def test_a_query_whose_rows_are_not_read_still_fails_on_any_statement():
+    """``in_one_query(rows=False)`` (what ``_finish`` sends) reads nothing back, yet an error
+    in any statement of the query is raised, as Django's: the guard's failure must be."""
+    from django.db import DatabaseError
+
+    with transaction.atomic():
+        assert (
+            scope.in_one_query(connections[DEFAULT_DB_ALIAS], [("SELECT 1", ())], rows=False) == []
+        )
+        with pytest.raises(DatabaseError) as failed:
+            scope.in_one_query(
+                connections[DEFAULT_DB_ALIAS],
+                [("SELECT 1", ()), ("SELECT 2", ()), ("SELECT 1 / 0", ())],
+                rows=False,
+            )
+        assert getattr(failed.value.__cause__, "sqlstate", None) == "22012"
+        transaction.set_rollback(True)
