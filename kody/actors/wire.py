@@ -101,7 +101,8 @@ class Outcome:
 
 def unwrap(text: str | bytes) -> Any:
     """The value of a serialized outcome, or its exception raised."""
-    data = json.loads(text)
+    # Text, not bytes: ``json.loads`` would first guess the bytes' encoding (it is UTF-8).
+    data = json.loads(text.decode() if isinstance(text, bytes) else text)
     if data["ok"]:
         return data["value"]
     raise rebuild(data["error"])
