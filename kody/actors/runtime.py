@@ -350,7 +350,7 @@ def _finish(writes: list[Statement], connection: BaseDatabaseWrapper) -> None:
     sends nothing (psycopg's ``commit()`` is a no-op when idle), and on-commit hooks run as
     usual. Inside a caller's transaction (an inline call) nothing is committed here.
 
-    The query goes out on the psycopg connection's own cursor (``in_one_query``, ADR 0035),
+    The query goes out on the psycopg connection's own cursor (``in_one_query``, ADR 0036),
     not a Django cursor: what Django's cursor did for it is done here — refuse a transaction
     an inner ``atomic()`` marked for rollback (a method that swallowed its error would
     otherwise be answered as committed while the block rolls back), errors as Django's
@@ -439,7 +439,7 @@ def _optimistic(group: _Group, *, fresh: bool) -> bool:
     of a stable id's characters, no call id ``_literal`` cannot write (a NUL), and no id twice
     (a call pushed twice in one batch answers its second copy from the first's outcome, which
     only the plain path does). A call id may hold anything else — a caller's key is
-    ``<key>~<hash>`` — quotes, backslashes and ``%`` included (ADR 0035)."""
+    ``<key>~<hash>`` — quotes, backslashes and ``%`` included (ADR 0036)."""
     if not _LITERAL_ID.fullmatch(group.user_id):
         return False
     if fresh:

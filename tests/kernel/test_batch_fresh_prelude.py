@@ -277,7 +277,7 @@ def test_a_superseded_epoch_still_raises_fence_lost(users):
 
 
 def test_an_odd_id_takes_the_prelude_and_a_repeated_id_the_plain_path(users, paths):
-    # Any call id is written by _literal (sixth pass, ADR 0035): quotes and % no longer keep
+    # Any call id is written by _literal (sixth pass, ADR 0036): quotes and % no longer keep
     # a batch off the prelude. An id twice in one batch still does: only the plain path
     # answers the second copy from the first's outcome.
     a, b, _ = users

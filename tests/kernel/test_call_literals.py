@@ -5,7 +5,7 @@
 * A statement that carries a deferred prelude is bound on its own before the prelude goes in
   front of it (``scope.DeferredSearchPath``): its parameters and its ``%%`` mean what they mean
   without a prelude.
-* The optimistic prelude's checks write ids with the same ``_literal`` (sixth pass, ADR 0035):
+* The optimistic prelude's checks write ids with the same ``_literal`` (sixth pass, ADR 0036):
   a call id of any character class takes that prelude, and its record check finds exactly
   its record (a redelivery is answered from it, never applied twice).
 """

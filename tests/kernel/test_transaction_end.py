@@ -1,5 +1,5 @@
 """A transaction's end — call records, fence guard, ``COMMIT`` — on the psycopg connection's
-own cursor (``runtime._finish``, ADR 0035).
+own cursor (``runtime._finish``, ADR 0036).
 
 Django's cursor is not on that path any more, so what it did there is done by hand and pinned
 here: the pending prelude of a transaction whose methods sent nothing goes first in that
