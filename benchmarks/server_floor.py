@@ -88,7 +88,11 @@ def script(queries: list[list[str]]) -> str:
     return "".join("\\; ".join(each) + ";\n" for each in queries if each)
 
 
-_PRUNE = re.compile(r"^WITH\s+pruned_\w+ AS \(.*?\),\s+pruned_\w+ AS \(.*?\)\s+(UPDATE .*)$")
+# The charge behind its prune CTEs: the method's (an UPDATE) or its statement form's, which a
+# batch sends (a ``charged`` CTE, ADR 0037).
+_PRUNE = re.compile(
+    r"^WITH\s+pruned_\w+ AS \(.*?\),\s+pruned_\w+ AS \(.*?\)(?:\s+(UPDATE .*)|,\s+(charged AS .*))$"
+)
 # One user's record insert, or a batch's (every user's, merged into one statement).
 _RECORD = re.compile(r"^(?:WITH w0 AS \()?INSERT INTO \S+\.actor_calls\b")
 
@@ -106,7 +110,7 @@ def without(queries: list[list[str]], piece: str) -> list[list[str]]:
             if piece == "call record" and _RECORD.match(statement):
                 continue
             if piece == "prune CTEs" and (match := _PRUNE.match(statement)):
-                statement = match.group(1)
+                statement = match.group(1) or f"WITH {match.group(2)}"
             kept.append(statement)
         out.append(kept)
     return out

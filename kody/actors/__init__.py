@@ -1,6 +1,15 @@
 """Actors: per-user single writers over per-user schemas (see kody/actors/base.py)."""
 
-from kody.actors.base import Actor, CallContext, deletion_safe, is_deletion_safe, is_read, reads
+from kody.actors.base import (
+    Actor,
+    CallContext,
+    Unanswered,
+    deletion_safe,
+    is_deletion_safe,
+    is_read,
+    one_statement,
+    reads,
+)
 from kody.actors.errors import (
     ActorCallTimeout,
     ActorError,
@@ -20,9 +29,11 @@ __all__ = [
     "LockOrderRefused",
     "OwnerMismatch",
     "UnknownActor",
+    "Unanswered",
     "UnknownMethod",
     "deletion_safe",
     "is_deletion_safe",
     "is_read",
+    "one_statement",
     "reads",
 ]

@@ -201,6 +201,32 @@ def is_read(actor: type[Actor], method: str) -> bool:
     return bool(getattr(getattr(actor, method, None), "kody_reads", False))
 
 
+class Unanswered(Exception):
+    """A statement form's rows do not answer its call: the kernel runs the method itself."""
+
+
+def one_statement(plan: Any, answer: Any) -> Any:
+    """Mark a method whose whole effect is one statement: ``plan(*args, **kwargs)`` builds it
+    (SQL and parameters, on the user's search path, as the method would send it; None when
+    the call needs the method itself) and ``answer(rows, *args, **kwargs)`` turns its rows
+    into the method's value, or raises ``Unanswered``. Several such calls of a batch go out
+    in one query after the batch's prelude, instead of a round trip each (ADR 0037); any
+    call without a plan, any ``Unanswered`` and any error makes the kernel run the batch's
+    methods themselves. Both must be pure functions of their arguments: no reads, no
+    writes, no state. The method stays the authority: it must do exactly what the
+    statement does when the answer would be given."""
+
+    def mark(method: Any) -> Any:
+        method.kody_statement = (plan, answer)
+        return method
+
+    return mark
+
+
+def statement_form(actor: type[Actor], method: str) -> tuple[Any, Any] | None:
+    return getattr(getattr(actor, method, None), "kody_statement", None)
+
+
 def actor_named(name: str) -> type[Actor]:
     try:
         return _registry[name]

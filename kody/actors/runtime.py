@@ -68,7 +68,13 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import ProgrammingError
 
 from kody.actors import fence
-from kody.actors.base import CallContext, actor_named, is_deletion_safe, method_of
+from kody.actors.base import (
+    CallContext,
+    actor_named,
+    is_deletion_safe,
+    method_of,
+    statement_form,
+)
 from kody.actors.errors import LockOrderRefused, OwnerMismatch
 from kody.actors.errors import timeout_reason as _timeout_reason
 from kody.actors.errors import typed_timeout as _typed
@@ -82,6 +88,7 @@ from kody.userschema.scope import (
     deferred_prelude,
     deferred_search_path,
     in_one_query,
+    path_statement,
     set_timeouts,
     user_schema_scope,
 )
@@ -543,6 +550,16 @@ def _prelude_first(
         ):
             results: list[list[Outcome]] = []
             writes: list[Statement] = []
+            planned = _planned(groups)
+            if planned is not None:
+                # Every call has a statement form: all of them in the prelude's one query.
+                results = _run_planned(groups, planned, connection)
+                for group, outcomes in zip(groups, results, strict=True):
+                    writes += _record_statements(
+                        group, list(zip(group.calls, outcomes, strict=True))
+                    )
+                _finish(writes, connection)
+                return results
             for group in groups:
                 if results:
                     deferred.switch(group.schema)  # sent with the user's first statement
@@ -573,6 +590,64 @@ def _prelude_first(
         if failed is not None and len(groups[0].calls) == 1 and _timeout_reason(failed):
             return [_refuse(groups[0], _typed(failed))]  # type: ignore[arg-type]
         return None
+
+
+_Planned = list[list[tuple[Statement, Any, Call]]]
+
+
+def _planned(groups: Sequence[_Group]) -> _Planned | None:
+    """Each call's statement and answer when every call of a batch of two or more has a
+    statement form (``kody.actors.base.one_statement``) that plans it; else None, and the
+    methods run one by one. A lone call gains nothing: its records wait for its answer
+    either way."""
+    if sum(len(group.calls) for group in groups) < 2:
+        return None
+    planned: _Planned = []
+    for group in groups:
+        mine = []
+        for call in group.calls:
+            try:
+                form = statement_form(actor_named(call.actor), call.method)
+                statement = form[0](*call.args, **call.kwargs) if form else None
+            except Exception:
+                statement = None  # bad arguments: the method itself answers them
+            if statement is None:
+                return None
+            mine.append((statement, form[1], call))  # type: ignore[index]
+        planned.append(mine)
+    return planned
+
+
+def _run_planned(
+    groups: Sequence[_Group], planned: _Planned, connection: BaseDatabaseWrapper
+) -> list[list[Outcome]]:
+    """The planned statements in ONE query behind the deferred prelude (the first user's
+    search path is in it, each next user's goes in front of its first statement), then each
+    call's answer from its statement's rows. The checks precede every statement in the same
+    query, and a failing one stops the rest (``_prelude_first`` answers it the plain way).
+    An answer that is not given (``Unanswered``, or any error) raises ``_MethodRaised``: the
+    transaction rolls back and the methods run themselves."""
+    statements: list[Statement] = []
+    positions: list[list[int]] = []
+    for index, (group, calls) in enumerate(zip(groups, planned, strict=True)):
+        if index:
+            statements.append(path_statement(group.schema))
+        positions.append([])
+        for statement, _, _ in calls:
+            positions[-1].append(len(statements))
+            statements.append(statement)
+    rows = in_one_query(connection, statements)
+    results: list[list[Outcome]] = []
+    for calls, where in zip(planned, positions, strict=True):
+        outcomes = []
+        for (_, answer, call), position in zip(calls, where, strict=True):
+            try:
+                value = answer(rows[position], *call.args, **call.kwargs)
+            except Exception as exc:
+                raise _MethodRaised("a planned call was not answered by its rows") from exc
+            outcomes.append(Outcome.success(value))
+        results.append(outcomes)
+    return results
 
 
 def _checks(groups: Sequence[_Group], *, records: bool, nowait: bool) -> list[str]:

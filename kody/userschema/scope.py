@@ -145,6 +145,11 @@ def _path_sql(schema: str) -> str:
     return f"SELECT {_path_config(schema)}"
 
 
+def path_statement(schema: str) -> Statement:
+    """``SET LOCAL search_path`` to a user schema as a statement of an ``in_one_query``."""
+    return _path_sql(schema), ()
+
+
 class PreludeBypassed(Exception):
     """A statement reached the database around Django's execute wrappers (a raw psycopg
     cursor, ``cursor.copy``) before a transaction's deferred prelude: the prelude would not

@@ -5,7 +5,9 @@ is locked, so each method sees and changes the meter alone: a check-and-incremen
 conditional UPDATE and can never overshoot a limit, however many callers race. A charge that
 fits (``consume``'s hot path) is a single statement: its WITH clause also deletes counter and
 claim rows older than the seven-day window, which is how every write path prunes without
-paying an extra round trip; only a refusal or a missing row reads the row again. The reads
+paying an extra round trip; only a refusal or a missing row reads the row again. In a shard
+batch the charge goes out with the batch's other calls as one statement that also answers a
+refusal (``consume``'s statement form, ADR 0037). The reads
 (``@reads``) run beside the writer in a read-only snapshot (``kody.actors.readonly``): they check
 for rows past the window in the same statement and, finding any, ask the writer to prune
 (``follow_up``), so every read path still prunes. A missing
@@ -45,7 +47,7 @@ from apps.entitlements.actor.replies import (
     WriteLeaseAcquired,
     WriteLeaseReleased,
 )
-from kody.actors import Actor, deletion_safe, reads
+from kody.actors import Actor, Unanswered, deletion_safe, one_statement, reads
 from kody.errors import AccountDeleting
 
 USER_METER_VERSION = 12  # the original's UserMeter schema version this meter implements
@@ -92,9 +94,52 @@ RETURNING count, revision
 
 _CURRENT = f"SELECT count, revision FROM {COUNTERS} WHERE resource = %(resource)s AND day = %(day)s"
 
+# ``consume`` as ONE statement that answers a refusal too (the statement form a batch sends
+# with its other calls, ADR 0037): the charge, else the row as it stands. Every part of it
+# reads the same snapshot, so the second branch sees the row the charge did not change. No
+# row at all (the day's first call) answers nothing: the method bootstraps it.
+_CONSUME_OR_CURRENT = f"""
+WITH {_PRUNE},
+    charged AS (
+        UPDATE {COUNTERS} SET count = count + %(amount)s, revision = revision + 1,
+               updated_at = now()
+         WHERE resource = %(resource)s AND day = %(day)s AND count + %(amount)s <= %(limit)s
+        RETURNING count, revision)
+SELECT true, count, revision FROM charged
+UNION ALL
+SELECT false, count, revision FROM {COUNTERS}
+ WHERE resource = %(resource)s AND day = %(day)s AND NOT EXISTS (SELECT 1 FROM charged)
+"""
+
 
 class UnknownResource(ValueError):
     pass
+
+
+def _consume_params(resource: str, day: str, limit: int, amount: int) -> dict[str, Any]:
+    when = _day(day)
+    return {
+        "resource": _resource(resource),
+        "day": when,
+        "amount": _positive(amount),
+        "limit": int(limit),
+        "cutoff": _cutoff(when),
+    }
+
+
+def _plan_consume(
+    resource: str, day: str, limit: int, amount: int = 1, bootstrap: bool = True
+) -> tuple[str, dict[str, Any]]:
+    return _CONSUME_OR_CURRENT, _consume_params(resource, day, limit, amount)
+
+
+def _answer_consume(
+    rows: list[tuple], resource: str, day: str, limit: int, amount: int = 1, bootstrap: bool = True
+) -> Reading:
+    if not rows:
+        raise Unanswered("no counter row for the day yet")
+    allowed, count, revision = rows[0]
+    return _reading(resource, _day(day), allowed, count, revision, limit)
 
 
 def _charge(cursor: Any, params: dict[str, Any]) -> tuple[bool, tuple[int, int] | None]:
@@ -188,6 +233,7 @@ class UserMeter(Actor):
             self._record_version(cursor)
         return {"resource": resource, "day": when.isoformat(), "created": created}
 
+    @one_statement(_plan_consume, _answer_consume)
     def consume(
         self, resource: str, day: str, limit: int, amount: int = 1, bootstrap: bool = True
     ) -> Reading | NeedsBootstrap:
@@ -196,15 +242,11 @@ class UserMeter(Actor):
         A day's first call finds no row: with ``bootstrap=False`` it answers
         ``needs_bootstrap`` (the caller then runs ``initialize``); by default the same
         insert-if-absent runs here, inside this call's transaction, and the charge is retried.
+        In a batch it goes out as one statement with the batch's other calls when the day's
+        row exists (``_CONSUME_OR_CURRENT``, ADR 0037).
         """
         when = _day(day)
-        params = {
-            "resource": _resource(resource),
-            "day": when,
-            "amount": _positive(amount),
-            "limit": int(limit),
-            "cutoff": _cutoff(when),
-        }
+        params = _consume_params(resource, day, limit, amount)
         with connection.cursor() as cursor:
             allowed, row = _charge(cursor, params)
             if row is None and bootstrap:
