@@ -155,3 +155,13 @@ def test_a_forged_call_for_another_users_schema_is_refused_and_changes_nothing(u
         refused.unwrap()
     assert charged.unwrap()["count"] == 3
     assert (count(owner), count(outsider), count(third)) == (1, 1, 3)
+
+
+def test_one_users_charges_on_a_new_day_fall_back_and_apply_once(users, sent):
+    a = users[0]
+    new_day = "2031-03-16"
+    sent["queries"] = 0
+    first, second = execute([charge(a, 2, day=new_day), charge(a, 3, day=new_day)])
+    assert sent["queries"] > 2  # rolled back; each call ran its method behind a savepoint
+    assert (first.unwrap()["count"], second.unwrap()["count"]) == (2, 5)
+    assert (count(a), count(a, new_day)) == (1, 5)
