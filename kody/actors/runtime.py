@@ -608,12 +608,15 @@ def _planned(groups: Sequence[_Group]) -> _Planned | None:
         for call in group.calls:
             try:
                 form = statement_form(actor_named(call.actor), call.method)
-                statement = form[0](*call.args, **call.kwargs) if form else None
+                if form is None:
+                    return None
+                plan, answer = form
+                statement = plan(*call.args, **call.kwargs)
             except Exception:
-                statement = None  # bad arguments: the method itself answers them
+                return None  # an unknown actor or bad arguments: the method itself answers
             if statement is None:
                 return None
-            mine.append((statement, form[1], call))  # type: ignore[index]
+            mine.append((statement, answer, call))
         planned.append(mine)
     return planned
 
