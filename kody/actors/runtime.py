@@ -67,7 +67,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import ProgrammingError
 
-from kody.actors import fence
+from kody.actors import fence, prepared
 from kody.actors.base import (
     CallContext,
     actor_named,
@@ -541,6 +541,7 @@ def _prelude_first(
       to the savepoint rerun, without a second prelude that would fail the same way) or a
       fatal error; None for a failed check, which the plain first attempt answers."""
     deferred = None
+    prepared.settle(connection)  # after a failed planned query: what the session holds
     try:
         with (
             transaction.atomic(using=connection.alias),
@@ -628,18 +629,26 @@ def _run_planned(
     search path is in it, each next user's goes in front of its first statement), then each
     call's answer from its statement's rows. The checks precede every statement in the same
     query, and a failing one stops the rest (``_prelude_first`` answers it the plain way).
+    A statement this session has run for the same schema before goes out as the schema's
+    prepared statement (``kody.actors.prepared``, ADR 0038).
     An answer that is not given (``Unanswered``, or any error) raises ``_MethodRaised``: the
     transaction rolls back and the methods run themselves."""
     statements: list[Statement] = []
     positions: list[list[int]] = []
+    batch = prepared.Batch(connection)  # a statement seen before runs as its schema's EXECUTE
     for index, (group, calls) in enumerate(zip(groups, planned, strict=True)):
         if index:
             statements.append(path_statement(group.schema))
         positions.append([])
         for statement, _, _ in calls:
-            positions[-1].append(len(statements))
-            statements.append(statement)
-    rows = in_one_query(connection, statements)
+            sent, answering = batch.wrap(group.schema, statement)
+            positions[-1].append(len(statements) + answering)
+            statements += sent
+    try:
+        rows = in_one_query(connection, statements)
+    except BaseException as exc:
+        batch.failed(exc)
+        raise
     results: list[list[Outcome]] = []
     for calls, where in zip(planned, positions, strict=True):
         outcomes = []

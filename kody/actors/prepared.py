@@ -1,0 +1,192 @@
+"""A planned batch's statements as per-schema prepared statements (ADR 0038).
+
+Design note. A planned call (``kody.actors.base.one_statement``) is the same SQL text for
+every user, on that user's search path; Postgres parses and plans it again for every call,
+and for the meter's charge that is more work than running it (0.07–0.13 ms planning against
+0.04 ms execution). A session-level ``PREPARE`` cannot be shared across users: Postgres
+re-parses a prepared statement whenever ``search_path`` differs from its last use, so one
+name for every schema would be planned on every call anyway. Each (schema, SQL) pair gets its
+own name instead (``kp_`` and a digest: a schema name alone fills an identifier), prepared
+the second time this database session sees the pair, so a user seen once costs nothing
+extra, and executed with the planned call's values as literals (``EXECUTE kp_…(…)``): still
+one statement of the batch's one query. Postgres plans its first five runs and then keeps a
+generic plan; DDL on the tables (an upgrade, a table set created, hibernation) re-plans it by
+itself, and a dropped schema fails the ``EXECUTE`` like the statement would fail.
+
+Which names a session holds is tracked per raw psycopg connection (weakly: a reconnect, as
+``kody.actors.recycle`` makes, starts afresh), at most ``KODY_ACTOR_PREPARED_MAX`` of them;
+the least recently used one is ``DEALLOCATE``d in the query that prepares one more. 0
+turns it off (for a transaction-mode pooler that hands a session's statements to another
+backend). ``PREPARE`` and ``DEALLOCATE`` are not transactional: when the query holding them
+fails, which of them ran is unknown, so the session is marked unsure and the next query reads
+``pg_prepared_statements`` first (one round trip, after a failure only). A session that lost
+its statements under us (``DISCARD ALL``) fails the ``EXECUTE``; the batch then runs the
+plain way, as on any failure of the planned query, and the next one re-reads what is there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db.backends.base.base import BaseDatabaseWrapper
+
+from kody.userschema.scope import Statement
+
+PREFIX = "kp_"
+# invalid_sql_statement_name: an EXECUTE of a name the session does not hold.
+_NOT_PREPARED = "26000"
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
+
+
+class _Session:
+    """One database session's prepared names (least recently used first), and the pairs it
+    has seen once."""
+
+    def __init__(self) -> None:
+        self.names: OrderedDict[str, None] = OrderedDict()
+        self.seen: OrderedDict[str, None] = OrderedDict()
+        self.unsure = False
+
+
+_SESSIONS: weakref.WeakKeyDictionary[Any, _Session] = weakref.WeakKeyDictionary()
+
+
+def limit() -> int:
+    return max(0, int(getattr(settings, "KODY_ACTOR_PREPARED_MAX", 0)))
+
+
+def name_for(schema: str, sql: str) -> str:
+    digest = hashlib.blake2b(f"{schema}\x00{sql}".encode(), digest_size=12).hexdigest()
+    return PREFIX + digest
+
+
+def numbered(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> tuple[str, list[Any]]:
+    """``sql`` with psycopg's placeholders (``%s`` or ``%(name)s``, and ``%%``) as ``$n``,
+    and the values in that order (a name used twice is one parameter)."""
+    values: list[Any] = []
+    positions: dict[str, int] = {}
+    sequence = iter(params) if not isinstance(params, Mapping) else None
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(0) == "%%":
+            return "%"
+        key = match.group(1)
+        if key is None:
+            if sequence is None:
+                raise ValueError("a %s placeholder with named parameters")
+            values.append(next(sequence))
+            return f"${len(values)}"
+        if sequence is not None:
+            raise ValueError("a named placeholder with positional parameters")
+        if key not in positions:
+            values.append(params[key])  # type: ignore[index]
+            positions[key] = len(values)
+        return f"${positions[key]}"
+
+    return _PLACEHOLDER.sub(number, sql), values
+
+
+class Batch:
+    """The prepared statements of one planned query on one connection: ``wrap`` each
+    statement; ``failed(exc)`` if the query raised."""
+
+    def __init__(self, connection: BaseDatabaseWrapper) -> None:
+        self.maximum = limit()
+        self.session: _Session | None = None
+        self.touched = False  # a PREPARE or DEALLOCATE is in the query
+        if self.maximum:
+            connection.ensure_connection()
+            raw = connection.connection
+            session = _SESSIONS.get(raw)
+            if session is None:
+                session = _SESSIONS[raw] = _Session()
+            # Still unsure (``settle`` was not called before the transaction): send plain.
+            self.session = None if session.unsure else session
+
+    def wrap(self, schema: str, statement: Statement) -> tuple[list[Statement], int]:
+        """The statements that run ``statement`` for ``schema`` (a ``DEALLOCATE`` of the
+        oldest name and a ``PREPARE`` first when needed) and which of them answers rows."""
+        session = self.session
+        sql, params = statement
+        if session is None:
+            return [statement], 0
+        name = name_for(schema, sql)
+        if name in session.names:
+            session.names.move_to_end(name)
+            return [self._execute(name, sql, params)], 0
+        if name not in session.seen:
+            session.seen[name] = None
+            while len(session.seen) > 4 * self.maximum:
+                session.seen.popitem(last=False)
+            return [statement], 0
+        out: list[Statement] = []
+        while len(session.names) >= self.maximum:
+            oldest, _ = session.names.popitem(last=False)
+            out.append((f"DEALLOCATE {oldest}", ()))
+        body, _ = numbered(sql, params)
+        out.append((f"PREPARE {name} AS {body}", ()))
+        session.names[name] = None
+        session.seen.pop(name, None)
+        self.touched = True
+        out.append(self._execute(name, sql, params))
+        return out, len(out) - 1
+
+    @staticmethod
+    def _execute(name: str, sql: str, params: Any) -> Statement:
+        _, values = numbered(sql, params)
+        if not values:
+            return f"EXECUTE {name}", ()
+        return f"EXECUTE {name}({', '.join(['%s'] * len(values))})", values
+
+    def failed(self, exc: BaseException) -> None:
+        """The query failed: when it held a ``PREPARE`` or ``DEALLOCATE``, which of them ran
+        is unknown, and an ``EXECUTE`` failing on a name the session lost means the others
+        may be gone too. Either way the next query reads what the session holds first."""
+        if self.session is None:
+            return
+        lost = getattr(getattr(exc, "__cause__", None), "sqlstate", None) == _NOT_PREPARED
+        if self.touched or lost or getattr(exc, "sqlstate", None) == _NOT_PREPARED:
+            self.session.unsure = True
+
+
+def settle(connection: BaseDatabaseWrapper) -> None:
+    """Before a planned transaction opens: when the last planned query on this session
+    failed with a ``PREPARE``, ``DEALLOCATE`` or a lost name in it, read what the session
+    really holds (one round trip, outside the transaction, whose first statement must be the
+    kernel's own prelude)."""
+    raw = connection.connection
+    session = _SESSIONS.get(raw) if raw is not None else None
+    if session is not None and session.unsure:
+        _resync(raw, session)
+
+
+def _resync(raw: Any, session: _Session) -> None:
+    """What the session really holds; names this process did not expect (a PREPARE whose
+    query failed after it ran) go first in line to be deallocated."""
+    with raw.cursor() as cursor:
+        cursor.execute(
+            "SELECT name FROM pg_prepared_statements WHERE name LIKE %s",
+            [PREFIX.replace("_", "\\_") + "%"],
+        )
+        present = {name for (name,) in cursor.fetchall()}
+    unexpected = sorted(present - set(session.names))
+    kept = [name for name in session.names if name in present]
+    for name in session.names:
+        if name not in present:
+            session.seen[name] = None  # lost or never prepared: prepared on its next use
+    session.names = OrderedDict((name, None) for name in [*unexpected, *kept])
+    session.unsure = False
+
+
+def held(connection: BaseDatabaseWrapper) -> list[str]:
+    """The names this process believes the connection's session holds (for tests and the
+    benchmarks)."""
+    raw = connection.connection
+    session = _SESSIONS.get(raw) if raw is not None else None
+    return list(session.names) if session is not None else []

@@ -1,0 +1,206 @@
+"""A planned batch's statements run as per-schema prepared statements (ADR 0038).
+
+The second time a database session sends one user's planned statement (the meter's charge)
+it is ``PREPARE``d under a name of that schema's own and run as ``EXECUTE``; from then on
+only the ``EXECUTE`` goes out. Names are bounded per session, survive nothing the session
+loses (``DISCARD``), and a query that failed after or before its ``PREPARE`` leaves the next
+batch planned, not falling back for ever. Every charge still applies exactly once, to its
+own user only.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from apps.entitlements.actor import UserMeter
+from apps.entitlements.actor.meter import _CONSUME_OR_CURRENT
+from kody.actors import prepared, runtime
+from kody.actors.prepared import name_for, numbered
+from kody.actors.runtime import execute
+from kody.userschema.naming import schema_name_for
+from tests.kernel.conftest import new_user_id
+from tests.kernel.probes import prelude_paths, probe_call
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DAY = "2031-03-14"
+RESOURCE = "execute_calls_per_day"
+
+
+@pytest.fixture
+def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no-untyped-def]
+    """Three users, ascending, each with today's counter row; a session with nothing
+    prepared yet."""
+    settings.KODY_ACTORS_INLINE = True
+    settings.KODY_ACTOR_PREPARED_MAX = 512
+    ids = sorted(new_user_id() for _ in range(3))
+    for user in ids:
+        UserMeter.call(user, "consume", resource=RESOURCE, day=DAY, limit=1000)
+    connection.close()  # a new session: nothing prepared, nothing seen
+    return ids
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """What the planned path sent (each query's statements) and how often it fell back."""
+    texts: list[list[str]] = []
+    real = runtime.in_one_query
+
+    def spy(conn, statements, **kwargs):  # type: ignore[no-untyped-def]
+        texts.append([sql for sql, _ in statements])
+        return real(conn, statements, **kwargs)
+
+    with prelude_paths(monkeypatch, "optimistic", runs="_run_fresh_batch") as seen:
+        monkeypatch.setattr(runtime, "in_one_query", spy)
+        seen["texts"] = texts  # type: ignore[assignment]
+        yield seen
+
+
+def charge(user: str, amount: int = 1, limit: int = 1000) -> object:
+    kwargs = {"resource": RESOURCE, "day": DAY, "limit": limit, "amount": amount}
+    return probe_call(user, "consume", actor=UserMeter.name, **kwargs)
+
+
+def count(user: str) -> int:
+    return UserMeter.call(user, "read", resource=RESOURCE, day=DAY)["count"]
+
+
+def session_holds() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM pg_prepared_statements WHERE name LIKE 'kp\\_%'")
+        return {name for (name,) in cursor.fetchall()}
+
+
+def charge_name(user: str) -> str:
+    return name_for(schema_name_for(user), _CONSUME_OR_CURRENT)
+
+
+def planned_query(sent) -> list[str]:  # type: ignore[no-untyped-def]
+    """The statements of the last planned query (the one carrying the charges)."""
+    return next(
+        each
+        for each in reversed(sent["texts"])
+        if any("charged AS" in t or "EXECUTE" in t for t in each)
+    )
+
+
+def test_a_users_second_batch_prepares_its_charge_and_the_third_only_executes(users, sent):
+    a, b, _ = users
+    outcomes = [o.unwrap()["count"] for o in execute([charge(a), charge(b)])]
+    assert outcomes == [2, 2]
+    assert not any(t.startswith(("PREPARE", "EXECUTE")) for t in planned_query(sent))
+    assert session_holds() == set()  # seen once: nothing prepared for a one-off user
+
+    assert [o.unwrap()["count"] for o in execute([charge(a), charge(b)])] == [3, 3]
+    second = planned_query(sent)
+    assert sum(t.startswith("PREPARE") for t in second) == 2
+    assert session_holds() == {charge_name(a), charge_name(b)}
+
+    assert [o.unwrap()["count"] for o in execute([charge(a, 5), charge(b, 7)])] == [8, 10]
+    third = planned_query(sent)
+    assert not any(t.startswith("PREPARE") for t in third)
+    assert [t.split("(")[0] for t in third if t.startswith("EXECUTE")] == [
+        f"EXECUTE {charge_name(a)}",
+        f"EXECUTE {charge_name(b)}",
+    ]
+    assert sent["fell_back"] == 0
+    assert [count(a), count(b)] == [8, 10]
+
+
+def test_each_user_runs_only_its_own_schemas_statement(users, sent):
+    a, b, c = users
+    for _ in range(3):
+        execute([charge(a), charge(b)])
+    assert charge_name(a) != charge_name(b)
+    # The third user was never charged in a batch: nothing of its own, and its row untouched.
+    assert charge_name(c) not in session_holds()
+    assert [count(a), count(b), count(c)] == [4, 4, 1]
+    statements = planned_query(sent)
+    b_path = next(
+        i for i, t in enumerate(statements) if schema_name_for(b) in t and "search_path" in t
+    )
+    b_execute = statements.index(next(t for t in statements if charge_name(b) in t))
+    a_execute = statements.index(next(t for t in statements if charge_name(a) in t))
+    assert a_execute < b_path < b_execute  # b's statement runs on b's search path only
+
+
+def test_a_session_holds_at_most_the_configured_number(users, sent, settings):
+    settings.KODY_ACTOR_PREPARED_MAX = 2
+    a, b, c = users
+    for _ in range(2):
+        execute([charge(a), charge(b)])
+    assert session_holds() == {charge_name(a), charge_name(b)}
+    for _ in range(2):
+        execute([charge(b), charge(c)])
+    # c's PREPARE deallocated the least recently used name, a's.
+    assert session_holds() == {charge_name(b), charge_name(c)}
+    assert any(t == f"DEALLOCATE {charge_name(a)}" for t in planned_query(sent))
+    assert set(prepared.held(connection)) == session_holds()
+    assert sent["fell_back"] == 0
+    assert [count(a), count(b), count(c)] == [3, 5, 3]
+
+
+def test_a_session_that_lost_its_statements_falls_back_once_and_prepares_again(users, sent):
+    a, b, _ = users
+    for _ in range(2):
+        execute([charge(a), charge(b)])
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")  # what a pooler's reset or DISCARD ALL does
+    assert [o.unwrap()["count"] for o in execute([charge(a), charge(b)])] == [4, 4]
+    assert sent["fell_back"] == 1  # the EXECUTE failed; the plain path charged each once
+    assert [o.unwrap()["count"] for o in execute([charge(a), charge(b)])] == [5, 5]
+    assert sent["fell_back"] == 1  # re-read, prepared again, planned
+    assert session_holds() == {charge_name(a), charge_name(b)}
+
+
+def test_a_query_that_failed_before_its_prepare_ran_does_not_leave_a_missing_name(users, sent):
+    a, b, _ = users
+    execute([charge(a), charge(b)])  # both seen once
+    # a's second charge overflows the counter: the query fails at a's statement, after a's
+    # PREPARE ran and before b's could (PREPARE is not transactional either way).
+    big, most = 2**62, 2**63 - 1
+    outcomes = execute([charge(a, big, most), charge(a, big, most), charge(b)])
+    assert [o.ok for o in outcomes] == [True, False, True]
+    assert outcomes[2].unwrap()["count"] == 3
+    assert sent["fell_back"] == 1
+    assert session_holds() == {charge_name(a)}
+    readings = [o.unwrap() for o in execute([charge(a), charge(b)])]
+    assert [r["allowed"] for r in readings] == [False, True]
+    assert readings[1]["count"] == 4
+    assert sent["fell_back"] == 1  # the session was re-read: b prepared, nothing fell back
+    assert session_holds() == {charge_name(a), charge_name(b)}
+    assert count(a) == big + 2
+
+
+def test_off_when_the_bound_is_zero(users, sent, settings):
+    settings.KODY_ACTOR_PREPARED_MAX = 0
+    a, b, _ = users
+    for _ in range(3):
+        execute([charge(a), charge(b)])
+    assert session_holds() == set()
+    assert not any(t.startswith(("PREPARE", "EXECUTE")) for q in sent["texts"] for t in q)
+    assert [count(a), count(b)] == [4, 4]
+
+
+def test_placeholders_are_numbered_once_per_name():
+    sql = "SELECT %(a)s, %(b)s, %(a)s, 'x%%'"
+    assert numbered(sql, {"b": 2, "a": 1}) == ("SELECT $1, $2, $1, 'x%'", [1, 2])
+    assert numbered("SELECT %s, %s", [7, 8]) == ("SELECT $1, $2", [7, 8])
+    with pytest.raises(ValueError):
+        numbered("SELECT %(a)s, %s", {"a": 1})
+
+
+def test_the_charge_keeps_a_generic_plan_after_five_runs(users):
+    """What the prepared statement is for: Postgres stops planning the charge per call."""
+    a, b, _ = users
+    for _ in range(9):  # seen, prepared, then eight runs of the prepared statement
+        execute([charge(a), charge(b)])
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = %s",
+            [charge_name(a)],
+        )
+        generic, custom = cursor.fetchone()
+    assert custom == 5 and generic == 3
+    assert count(a) == 10
