@@ -26,6 +26,7 @@ plain way, as on any failure of the planned query, and the next one re-reads wha
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import weakref
@@ -61,6 +62,7 @@ def limit() -> int:
     return max(0, int(getattr(settings, "KODY_ACTOR_PREPARED_MAX", 0)))
 
 
+@functools.lru_cache(maxsize=4096)
 def name_for(schema: str, sql: str) -> str:
     digest = hashlib.blake2b(f"{schema}\x00{sql}".encode(), digest_size=12).hexdigest()
     return PREFIX + digest
@@ -69,27 +71,39 @@ def name_for(schema: str, sql: str) -> str:
 def numbered(sql: str, params: Sequence[Any] | Mapping[str, Any]) -> tuple[str, list[Any]]:
     """``sql`` with psycopg's placeholders (``%s`` or ``%(name)s``, and ``%%``) as ``$n``,
     and the values in that order (a name used twice is one parameter)."""
-    values: list[Any] = []
-    positions: dict[str, int] = {}
-    sequence = iter(params) if not isinstance(params, Mapping) else None
+    named = isinstance(params, Mapping)
+    body, keys, count = _shape(sql, named)
+    if named:
+        return body, [params[key] for key in keys]  # type: ignore[call-overload]
+    values = list(params)
+    if len(values) != count:
+        raise ValueError(f"{count} placeholder(s) for {len(values)} value(s)")
+    return body, values
+
+
+@functools.lru_cache(maxsize=256)
+def _shape(sql: str, named: bool) -> tuple[str, tuple[str, ...], int]:
+    """``numbered``'s text, the names in ``$n`` order and how many ``$n`` there are: worked
+    out once per SQL text (the planned statements are a handful of constants)."""
+    keys: list[str] = []
+    count = 0
 
     def number(match: re.Match[str]) -> str:
+        nonlocal count
         if match.group(0) == "%%":
             return "%"
         key = match.group(1)
+        if (key is not None) != named:
+            raise ValueError("named and positional placeholders cannot be mixed")
         if key is None:
-            if sequence is None:
-                raise ValueError("a %s placeholder with named parameters")
-            values.append(next(sequence))
-            return f"${len(values)}"
-        if sequence is not None:
-            raise ValueError("a named placeholder with positional parameters")
-        if key not in positions:
-            values.append(params[key])  # type: ignore[index]
-            positions[key] = len(values)
-        return f"${positions[key]}"
+            count += 1
+            return f"${count}"
+        if key not in keys:
+            keys.append(key)
+        return f"${keys.index(key) + 1}"
 
-    return _PLACEHOLDER.sub(number, sql), values
+    body = _PLACEHOLDER.sub(number, sql)
+    return body, tuple(keys), len(keys) if named else count
 
 
 class Batch:

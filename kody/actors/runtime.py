@@ -597,11 +597,12 @@ _Planned = list[list[tuple[Statement, Any, Call]]]
 
 
 def _planned(groups: Sequence[_Group]) -> _Planned | None:
-    """Each call's statement and answer when every call of a batch of two or more has a
-    statement form (``kody.actors.base.one_statement``) that plans it; else None, and the
-    methods run one by one. A lone call gains nothing: its records wait for its answer
-    either way."""
-    if sum(len(group.calls) for group in groups) < 2:
+    """Each call's statement and answer when every call of a batch has a statement form
+    (``kody.actors.base.one_statement``) that plans it; else None, and the methods run one
+    by one. A lone call takes it only with prepared statements on (ADR 0038): its records
+    wait for its answer either way, so its round trips are the same, and what it gains is
+    its schema's prepared statement instead of one parsed and planned per call."""
+    if sum(len(group.calls) for group in groups) < 2 and not prepared.limit():
         return None
     planned: _Planned = []
     for group in groups:

@@ -204,3 +204,28 @@ def test_the_charge_keeps_a_generic_plan_after_five_runs(users):
         generic, custom = cursor.fetchone()
     assert custom == 5 and generic == 3
     assert count(a) == 10
+
+
+def test_a_lone_inline_charge_runs_as_its_prepared_statement(users, settings):
+    """A lone call gains the prepared statement too; the day's first charge (no row yet)
+    still falls back to the method, which bootstraps the row, and applies once."""
+    settings.KODY_ACTORS_INLINE = True
+    a = users[0]
+    for _ in range(3):
+        UserMeter.call(a, "consume", resource=RESOURCE, day=DAY, limit=1000)
+    assert charge_name(a) in session_holds()
+    assert count(a) == 4
+    first = UserMeter.call(a, "consume", resource=RESOURCE, day="2031-03-15", limit=1000)
+    assert (first["allowed"], first["count"]) == (True, 1)
+    assert count(a) == 4
+
+
+def test_another_users_lone_call_runs_nothing_prepared_for_someone_else(users, settings):
+    settings.KODY_ACTORS_INLINE = True
+    a, b, _ = users
+    for _ in range(3):
+        UserMeter.call(a, "consume", resource=RESOURCE, day=DAY, limit=1000)
+    before = session_holds()
+    assert UserMeter.call(b, "consume", resource=RESOURCE, day=DAY, limit=1000)["count"] == 2
+    assert session_holds() == before  # b seen once: nothing of a's ran for b
+    assert [count(a), count(b)] == [4, 2]
