@@ -49,7 +49,7 @@ def main() -> None:
     from kody.userschema.naming import schema_name_for
 
     settings.KODY_ACTORS_INLINE = True
-    on = settings.KODY_ACTOR_PREPARED_MAX or 512
+    on = settings.KODY_ACTOR_PREPARED_MAX or 128
     one, *many = live_account_ids(options.users + 1)
     for user in [one, *many]:
         UserMeter.call(user, "consume", resource="execute_calls_per_day", day=DAY, limit=LIMIT)

@@ -43,6 +43,7 @@ PREFIX = "kp_"
 # invalid_sql_statement_name: an EXECUTE of a name the session does not hold.
 _NOT_PREPARED = "26000"
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
+_PARAMETER = re.compile(r"\$(\d+)")
 
 
 class _Session:
@@ -126,37 +127,51 @@ class Batch:
     def wrap(self, schema: str, statement: Statement) -> tuple[list[Statement], int]:
         """The statements that run ``statement`` for ``schema`` (a ``DEALLOCATE`` of the
         oldest name and a ``PREPARE`` first when needed) and which of them answers rows."""
-        session = self.session
         sql, params = statement
-        if session is None:
+        ahead, name = self._name(schema, sql, lambda: numbered(sql, params)[0])
+        if name is None:
             return [statement], 0
-        name = name_for(schema, sql)
+        _, values = numbered(sql, params)
+        if values:
+            execute: Statement = (f"EXECUTE {name}({', '.join(['%s'] * len(values))})", values)
+        else:
+            execute = (f"EXECUTE {name}", ())
+        return [*((text, ()) for text in ahead), execute], len(ahead)
+
+    def literal(self, key: str, sql: str, literals: Sequence[str]) -> list[str]:
+        """``sql`` (``$n`` placeholders, literal SQL otherwise) run with ``literals`` (SQL
+        literals, already quoted) as the statements to send: the plain text with the
+        literals in place until the session has seen ``key`` + ``sql`` twice, then its
+        prepared statement (``key``: what makes the text one user's, their schema)."""
+        ahead, name = self._name(key, sql, lambda: sql)
+        if name is None:
+            return [_PARAMETER.sub(lambda match: literals[int(match.group(1)) - 1], sql)]
+        return [*ahead, f"EXECUTE {name}({', '.join(literals)})"]
+
+    def _name(self, key: str, sql: str, body: Any) -> tuple[list[str], str | None]:
+        """The prepared name to run ``sql`` by, and what must go ahead of it (a
+        ``DEALLOCATE`` of the oldest name, the ``PREPARE``); None: send it plain."""
+        session = self.session
+        if session is None:
+            return [], None
+        name = name_for(key, sql)
         if name in session.names:
             session.names.move_to_end(name)
-            return [self._execute(name, sql, params)], 0
+            return [], name
         if name not in session.seen:
             session.seen[name] = None
             while len(session.seen) > 4 * self.maximum:
                 session.seen.popitem(last=False)
-            return [statement], 0
-        out: list[Statement] = []
+            return [], None
+        ahead: list[str] = []
         while len(session.names) >= self.maximum:
             oldest, _ = session.names.popitem(last=False)
-            out.append((f"DEALLOCATE {oldest}", ()))
-        body, _ = numbered(sql, params)
-        out.append((f"PREPARE {name} AS {body}", ()))
+            ahead.append(f"DEALLOCATE {oldest}")
+        ahead.append(f"PREPARE {name} AS {body()}")
         session.names[name] = None
         session.seen.pop(name, None)
         self.touched = True
-        out.append(self._execute(name, sql, params))
-        return out, len(out) - 1
-
-    @staticmethod
-    def _execute(name: str, sql: str, params: Any) -> Statement:
-        _, values = numbered(sql, params)
-        if not values:
-            return f"EXECUTE {name}", ()
-        return f"EXECUTE {name}({', '.join(['%s'] * len(values))})", values
+        return ahead, name
 
     def failed(self, exc: BaseException) -> None:
         """The query failed: when it held a ``PREPARE`` or ``DEALLOCATE``, which of them ran

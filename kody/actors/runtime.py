@@ -485,9 +485,10 @@ def _run_fresh(
     lone call a lock or statement timeout in the prelude's query is answered here
     (``ActorUnavailable``), so a stuck owner row costs one ``lock_timeout``, not two; several
     calls take the plain path, which refuses only the call whose own statement timed out."""
-    results = _prelude_first(
-        [group], connection, _checks([group], records=not fresh, nowait=False), lone=True
-    )
+    prepared.settle(connection)  # after a failed prelude: what the session holds
+    batch = prepared.Batch(connection)
+    checks = _checks([group], records=not fresh, nowait=False, batch=batch)
+    results = _prelude_first([group], connection, checks, lone=True, batch=batch)
     return None if results is None else results[0]
 
 
@@ -511,13 +512,19 @@ def _run_fresh_batch(
     attempt's would be — a method raising (every check had passed, or none had run yet), a
     ``NOWAIT`` conflict or a timeout, the records' query, a fatal error — and ``_run_batch``
     handles it the same way: its savepoint rerun, or abandon the batch."""
-    return _prelude_first(
-        groups, connection, _checks(groups, records=True, nowait=True), lone=False
-    )
+    prepared.settle(connection)
+    batch = prepared.Batch(connection)
+    checks = _checks(groups, records=True, nowait=True, batch=batch)
+    return _prelude_first(groups, connection, checks, lone=False, batch=batch)
 
 
 def _prelude_first(
-    groups: list[_Group], connection: BaseDatabaseWrapper, then: list[str], *, lone: bool
+    groups: list[_Group],
+    connection: BaseDatabaseWrapper,
+    then: list[str],
+    *,
+    lone: bool,
+    batch: prepared.Batch,
 ) -> list[list[Outcome]] | None:
     """``_run_fresh`` and ``_run_fresh_batch``: one transaction whose prelude (``BEGIN``,
     timeouts, ``then``: the checks) goes out in front of the first statement a method sends,
@@ -541,7 +548,6 @@ def _prelude_first(
       to the savepoint rerun, without a second prelude that would fail the same way) or a
       fatal error; None for a failed check, which the plain first attempt answers."""
     deferred = None
-    prepared.settle(connection)  # after a failed planned query: what the session holds
     try:
         with (
             transaction.atomic(using=connection.alias),
@@ -554,7 +560,7 @@ def _prelude_first(
             planned = _planned(groups)
             if planned is not None:
                 # Every call has a statement form: all of them in the prelude's one query.
-                results = _run_planned(groups, planned, connection)
+                results = _run_planned(groups, planned, connection, batch)
                 for group, outcomes in zip(groups, results, strict=True):
                     writes += _record_statements(
                         group, list(zip(group.calls, outcomes, strict=True))
@@ -580,6 +586,8 @@ def _prelude_first(
         return results
     except Exception as exc:
         failed = deferred.failed if deferred is not None else None
+        if failed is not None:
+            batch.failed(failed)  # the prelude's query, with any PREPARE in it, failed
         if failed is not None and isinstance(exc, fence.FenceLost):
             return None  # a check or the guard: the plain path's guard tells them apart
         if not lone:
@@ -624,7 +632,10 @@ def _planned(groups: Sequence[_Group]) -> _Planned | None:
 
 
 def _run_planned(
-    groups: Sequence[_Group], planned: _Planned, connection: BaseDatabaseWrapper
+    groups: Sequence[_Group],
+    planned: _Planned,
+    connection: BaseDatabaseWrapper,
+    batch: prepared.Batch,
 ) -> list[list[Outcome]]:
     """The planned statements in ONE query behind the deferred prelude (the first user's
     search path is in it, each next user's goes in front of its first statement), then each
@@ -636,7 +647,6 @@ def _run_planned(
     transaction rolls back and the methods run themselves."""
     statements: list[Statement] = []
     positions: list[list[int]] = []
-    batch = prepared.Batch(connection)  # a statement seen before runs as its schema's EXECUTE
     for index, (group, calls) in enumerate(zip(groups, planned, strict=True)):
         if index:
             statements.append(path_statement(group.schema))
@@ -663,7 +673,13 @@ def _run_planned(
     return results
 
 
-def _checks(groups: Sequence[_Group], *, records: bool, nowait: bool) -> list[str]:
+def _checks(
+    groups: Sequence[_Group],
+    *,
+    records: bool,
+    nowait: bool,
+    batch: prepared.Batch | None = None,
+) -> list[str]:
     """The optimistic prelude's checks, as statements that divide by zero instead of rows
     read back (ids written by ``_literal``, as the records are; ``_optimistic``):
 
@@ -675,14 +691,24 @@ def _checks(groups: Sequence[_Group], *, records: bool, nowait: bool) -> list[st
       deletion (the tombstone) or, with ``records``, when any call of the groups already has
       a record (ADR 0033): two reads, one statement to parse, plan and answer."""
     lock = "FOR UPDATE NOWAIT" if nowait else "FOR UPDATE"
-    owners = [
-        f"SELECT 1 FROM (SELECT 1 FROM {quoted(group.schema)}.actor_owner"
-        f" WHERE id = 1 AND owner_id = {_literal(group.user_id)} {lock}) AS o{index}"
-        for index, group in enumerate(groups)
-    ]
-    checks = [
-        f"SELECT 1 / (count(*) = {len(groups)})::int FROM ({' UNION ALL '.join(owners)}) AS owners"
-    ]
+    checks: list[str] = []
+    if batch is not None and batch.session is not None:
+        # Prepared statements on (ADR 0038): one lock statement per user, in the same order,
+        # each its schema's own prepared statement once the session has seen it twice.
+        for group in groups:
+            checks += batch.literal(
+                group.schema, owner_lock(group.schema, nowait=nowait), [_literal(group.user_id)]
+            )
+    else:
+        owners = [
+            f"SELECT 1 FROM (SELECT 1 FROM {quoted(group.schema)}.actor_owner"
+            f" WHERE id = 1 AND owner_id = {_literal(group.user_id)} {lock}) AS o{index}"
+            for index, group in enumerate(groups)
+        ]
+        checks.append(
+            f"SELECT 1 / (count(*) = {len(groups)})::int"
+            f" FROM ({' UNION ALL '.join(owners)}) AS owners"
+        )
     found: list[str] = []  # reads that must find nothing
     marked = [
         _literal(group.user_id)
@@ -702,6 +728,16 @@ def _checks(groups: Sequence[_Group], *, records: bool, nowait: bool) -> list[st
     if found:
         checks.append(f"SELECT 1 / (NOT EXISTS ({' UNION ALL '.join(found)}))::int")
     return checks
+
+
+def owner_lock(schema: str, *, nowait: bool) -> str:
+    """One user's owner-lock check as a statement with the owner id as ``$1``: it divides by
+    zero unless the owner row is there, names that id, and is locked (``NOWAIT``: or fails)."""
+    lock = "FOR UPDATE NOWAIT" if nowait else "FOR UPDATE"
+    return (
+        f"SELECT 1 / (count(*) = 1)::int FROM (SELECT 1 FROM {quoted(schema)}.actor_owner"
+        f" WHERE id = 1 AND owner_id = $1 {lock}) AS o"
+    )
 
 
 def _literals(group: _Group) -> str:

@@ -17,7 +17,7 @@ from apps.entitlements.actor import UserMeter
 from apps.entitlements.actor.meter import _CONSUME_OR_CURRENT
 from kody.actors import prepared, runtime
 from kody.actors.prepared import name_for, numbered
-from kody.actors.runtime import execute
+from kody.actors.runtime import execute, owner_lock
 from kody.userschema.naming import schema_name_for
 from tests.kernel.conftest import new_user_id
 from tests.kernel.probes import prelude_paths, probe_call
@@ -76,6 +76,18 @@ def charge_name(user: str) -> str:
     return name_for(schema_name_for(user), _CONSUME_OR_CURRENT)
 
 
+def lock_name(user: str, *, nowait: bool = True) -> str:
+    """The name of the user's owner-lock check in a batch's prelude (``NOWAIT``) or a lone
+    call's."""
+    schema = schema_name_for(user)
+    return name_for(schema, owner_lock(schema, nowait=nowait))
+
+
+def names(*users: str) -> set[str]:
+    """What a session holds once these users' batches ran twice: each one's charge and lock."""
+    return {name for user in users for name in (charge_name(user), lock_name(user))}
+
+
 def planned_query(sent) -> list[str]:  # type: ignore[no-untyped-def]
     """The statements of the last planned query (the one carrying the charges)."""
     return next(
@@ -95,7 +107,7 @@ def test_a_users_second_batch_prepares_its_charge_and_the_third_only_executes(us
     assert [o.unwrap()["count"] for o in execute([charge(a), charge(b)])] == [3, 3]
     second = planned_query(sent)
     assert sum(t.startswith("PREPARE") for t in second) == 2
-    assert session_holds() == {charge_name(a), charge_name(b)}
+    assert session_holds() == names(a, b)
 
     assert [o.unwrap()["count"] for o in execute([charge(a, 5), charge(b, 7)])] == [8, 10]
     third = planned_query(sent)
@@ -126,15 +138,15 @@ def test_each_user_runs_only_its_own_schemas_statement(users, sent):
 
 
 def test_a_session_holds_at_most_the_configured_number(users, sent, settings):
-    settings.KODY_ACTOR_PREPARED_MAX = 2
+    settings.KODY_ACTOR_PREPARED_MAX = 4
     a, b, c = users
     for _ in range(2):
         execute([charge(a), charge(b)])
-    assert session_holds() == {charge_name(a), charge_name(b)}
+    assert session_holds() == names(a, b)
     for _ in range(2):
         execute([charge(b), charge(c)])
-    # c's PREPARE deallocated the least recently used name, a's.
-    assert session_holds() == {charge_name(b), charge_name(c)}
+    # c's PREPAREs deallocated the least recently used names, a's.
+    assert session_holds() == names(b, c)
     assert any(t == f"DEALLOCATE {charge_name(a)}" for t in planned_query(sent))
     assert set(prepared.held(connection)) == session_holds()
     assert sent["fell_back"] == 0
@@ -151,7 +163,7 @@ def test_a_session_that_lost_its_statements_falls_back_once_and_prepares_again(u
     assert sent["fell_back"] == 1  # the EXECUTE failed; the plain path charged each once
     assert [o.unwrap()["count"] for o in execute([charge(a), charge(b)])] == [5, 5]
     assert sent["fell_back"] == 1  # re-read, prepared again, planned
-    assert session_holds() == {charge_name(a), charge_name(b)}
+    assert session_holds() == names(a, b)
 
 
 def test_a_query_that_failed_before_its_prepare_ran_does_not_leave_a_missing_name(users, sent):
@@ -164,12 +176,13 @@ def test_a_query_that_failed_before_its_prepare_ran_does_not_leave_a_missing_nam
     assert [o.ok for o in outcomes] == [True, False, True]
     assert outcomes[2].unwrap()["count"] == 3
     assert sent["fell_back"] == 1
-    assert session_holds() == {charge_name(a)}
+    # The prelude's lock checks ran (and stay prepared), then a's charge; b's never did.
+    assert session_holds() == names(a, b) - {charge_name(b)}
     readings = [o.unwrap() for o in execute([charge(a), charge(b)])]
     assert [r["allowed"] for r in readings] == [False, True]
     assert readings[1]["count"] == 4
     assert sent["fell_back"] == 1  # the session was re-read: b prepared, nothing fell back
-    assert session_holds() == {charge_name(a), charge_name(b)}
+    assert session_holds() == names(a, b)
     assert count(a) == big + 2
 
 
@@ -229,3 +242,45 @@ def test_another_users_lone_call_runs_nothing_prepared_for_someone_else(users, s
     assert UserMeter.call(b, "consume", resource=RESOURCE, day=DAY, limit=1000)["count"] == 2
     assert session_holds() == before  # b seen once: nothing of a's ran for b
     assert [count(a), count(b)] == [4, 2]
+
+
+def test_a_prepared_owner_lock_still_refuses_a_forged_owner_and_a_tombstone(users, sent):
+    """The lock check as the schema's prepared statement checks what its plain text did:
+    another user's call into this schema is refused, and so is a marked account."""
+    from kody.actors import OwnerMismatch
+    from kody.userschema.schemas import mark_deleting, unmark_deleting
+
+    a, b, _ = users
+    for _ in range(2):
+        execute([charge(a), charge(b)])
+    assert names(a, b) <= session_holds()
+    forged = probe_call(
+        b, "consume", actor=UserMeter.name, schema_of=a, resource=RESOURCE, day=DAY, limit=1000
+    )
+    outcomes = execute([charge(a), forged])
+    assert outcomes[0].unwrap()["count"] == 4
+    with pytest.raises(OwnerMismatch):
+        outcomes[1].unwrap()
+    mark_deleting(b)
+    try:
+        refused = execute([charge(a), charge(b)])
+        assert refused[0].unwrap()["count"] == 5
+        assert not refused[1].ok and "AccountDeleting" in refused[1].text
+    finally:
+        unmark_deleting(b)
+    assert [count(a), count(b)] == [5, 3]
+
+
+def test_a_lone_calls_prelude_executes_its_prepared_lock(users, monkeypatch):
+    from tests.kernel.probes import sent_with_the_prelude
+
+    a = users[0]
+    for _ in range(2):
+        UserMeter.call(a, "consume", resource=RESOURCE, day=DAY, limit=1000)
+    with sent_with_the_prelude() as queries:
+        assert UserMeter.call(a, "consume", resource=RESOURCE, day=DAY, limit=1000)["count"] == 4
+    first = queries[0].split(";\n")
+    assert first[0] == "BEGIN" and "set_config('search_path'" in first[1]
+    assert first[2].startswith(f"EXECUTE {lock_name(a, nowait=False)}(")
+    assert "deleting_at" in first[3]
+    assert first[4].startswith(f"EXECUTE {charge_name(a)}(")
