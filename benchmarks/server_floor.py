@@ -224,6 +224,9 @@ def main() -> None:
     setup_django()
     from django.conf import settings
 
+    # pgbench replays the texts in a session of its own, which holds none of this one's
+    # prepared statements (ADR 0038): capture the plain statements.
+    settings.KODY_ACTOR_PREPARED_MAX = 0
     from kody.userschema.naming import quoted, schema_name_for
     from kody.userschema.schemas import ensure_schema
 
