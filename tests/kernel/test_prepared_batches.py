@@ -284,3 +284,25 @@ def test_a_lone_calls_prelude_executes_its_prepared_lock(users, monkeypatch):
     assert first[2].startswith(f"EXECUTE {lock_name(a, nowait=False)}(")
     assert "deleting_at" in first[3]
     assert first[4].startswith(f"EXECUTE {charge_name(a)}(")
+
+
+def test_a_batchs_owner_locks_are_one_statement_a_user_in_ascending_order(users):
+    """With prepared statements on, a batch's prelude locks each owner row with its own
+    statement, ascending user id as before: plain the first time, then PREPARE and EXECUTE,
+    then EXECUTE alone; the tombstone and record check follows every lock."""
+    from tests.kernel.probes import sent_with_the_prelude
+
+    def prelude() -> list[str]:
+        with sent_with_the_prelude() as queries:
+            assert all(o.ok for o in execute([charge(u) for u in reversed(users)]))
+        statements = queries[0].split(";\n")
+        check = next(i for i, t in enumerate(statements) if "deleting_at" in t)
+        return statements[2:check]
+
+    plain, preparing, executing = prelude(), prelude(), prelude()
+    schemas = [schema_name_for(user) for user in users]
+    assert [t.count("FOR UPDATE NOWAIT") for t in plain] == [1, 1, 1]
+    assert [next(s for s in schemas if s in t) for t in plain] == schemas
+    assert [t.split(" ")[0] for t in preparing] == ["PREPARE", "EXECUTE"] * 3
+    assert executing == [f"EXECUTE {lock_name(u)}(E'{u}')" for u in users]
+    assert [count(u) for u in users] == [4, 4, 4]

@@ -101,7 +101,8 @@ def test_a_forged_owner_is_refused_before_any_statement_of_the_batch(users, path
     assert counter(a) == before + 1
 
 
-def test_the_record_check_follows_the_owner_lock(users):
+def test_the_record_check_follows_the_owner_lock(users, settings):
+    settings.KODY_ACTOR_PREPARED_MAX = 0  # the plain text (prepared: test_prepared_batches)
     a, _ = users
     one = call(a, "rows_touched")
     with sent_with_the_prelude() as sent:
