@@ -13,7 +13,9 @@ median over the rounds, and the difference to the batch as sent:
 
 * ``as sent``: the two queries;
 * ``plain charges``: the charges as the plain statement (what ADR 0038 replaced);
-* ``plain lock``: the owner locks as the one statement over every user (likewise);
+* ``other lock``: the owner locks in the form the kernel does not send — for one user the
+  plain statement in place of its prepared one, for several users one prepared statement
+  per user in place of the one statement over every user (tried for ADR 0038, not kept);
 * ``no owner lock``, ``no record check``, ``no records insert``: that piece left out.
 
 Timings are printed, never asserted.
@@ -96,7 +98,8 @@ def main() -> None:
     body, _ = numbered(_CONSUME_OR_CURRENT, params)
     with connection.cursor() as cursor:
         plain_charge = cursor.mogrify(_CONSUME_OR_CURRENT, params)
-    lock_sql = [runtime.owner_lock(schema_name_for(user), nowait=True) for user in users]
+    nowait = len(users) > 1  # a batch's locks; one user's calls wait for theirs
+    lock_sql = [runtime.owner_lock(schema_name_for(user), nowait=nowait) for user in users]
     conn = psycopg.connect(**connection.get_connection_params(), autocommit=True)
     for user, lock in zip(users, lock_sql, strict=True):
         schema = schema_name_for(user)
@@ -116,21 +119,29 @@ def main() -> None:
         n=len(users),
         branches=" UNION ALL ".join(
             f'SELECT 1 FROM (SELECT 1 FROM "{schema_name_for(u)}".actor_owner WHERE id = 1'
-            f" AND owner_id = E'{u}' FOR UPDATE NOWAIT) AS o{i}"
+            f" AND owner_id = E'{u}' FOR UPDATE{' NOWAIT' if nowait else ''}) AS o{i}"
             for i, u in enumerate(users)
         ),
     )
 
     def is_lock(text: str) -> bool:
-        return text.startswith("EXECUTE ") and text.split("(")[0][8:] in lock_names
+        if text.startswith("EXECUTE "):
+            return text.split("(")[0][8:] in lock_names
+        return "actor_owner" in text and "FOR UPDATE" in text
+
+    prepared_locks = [
+        f"EXECUTE {name_for(schema_name_for(u), lock)}(E'{u}')"
+        for u, lock in zip(users, lock_sql, strict=True)
+    ]
 
     def variant(name: str) -> list[list[str]]:
         a, b = list(first), list(second)
         if name == "plain charges":
             a = [plain_charge if t.startswith("EXECUTE") and not is_lock(t) else t for t in a]
-        if name == "plain lock":
+        if name == "other lock":
             at = next(i for i, t in enumerate(a) if is_lock(t))
-            a = [*a[:at], one_lock, *[t for t in a[at:] if not is_lock(t)]]
+            other = [one_lock] if a[at].startswith("EXECUTE") else prepared_locks
+            a = [*a[:at], *other, *[t for t in a[at:] if not is_lock(t)]]
         if name == "no owner lock":
             a = [t for t in a if not is_lock(t)]
         if name == "no record check":
@@ -153,7 +164,7 @@ def main() -> None:
     names = [
         "as sent",
         "plain charges",
-        "plain lock",
+        "other lock",
         "no owner lock",
         "no record check",
         "no records insert",
