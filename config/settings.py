@@ -206,7 +206,7 @@ KODY_SECRET_KEY_ID = envstr("KODY_SECRET_KEY_ID")
 # holding its shard's batch.
 KODY_ACTOR_LOCK_TIMEOUT_MS = envint("KODY_ACTOR_LOCK_TIMEOUT_MS", 5000)
 KODY_ACTOR_STATEMENT_TIMEOUT_MS = envint("KODY_ACTOR_STATEMENT_TIMEOUT_MS", 30000)
-# Planned calls and a lone call's owner-lock check run as per-schema prepared statements
+# Planned calls and their owner-lock checks run as per-schema prepared statements
 # (kody.actors.prepared, ADR 0038): at most this many per database session (about 0.1 MB of
 # backend memory each, measured), least recently used deallocated first. 0: off (for a
 # transaction-mode pooler between Kody and Postgres).

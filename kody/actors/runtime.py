@@ -38,8 +38,9 @@ its checks as failing statements (``_run_fresh``, ADR 0027); the record lookup b
 more such check, left out for a call without an idempotency key (``fresh``; ADR 0033).
 
 A batch of several users tries the same first (``_run_fresh_batch``, ADR 0033 amendment):
-its ``BEGIN``, timeouts and checks — every owner row locked ``NOWAIT`` in one statement and
-equal to its user, the tombstones, the call records — go out with the first user's first
+its ``BEGIN``, timeouts and checks — every owner row locked ``NOWAIT`` in one statement (one per
+user, each prepared, with prepared statements on: ADR 0038) and equal to its user, the
+tombstones, the call records — go out with the first user's first
 statement, each next user's search path with that user's first, so the batch costs C + 1
 round trips instead of C + 2. A check that fails rolls it back and the batch runs as above
 (a lock held elsewhere or a method raising: straight to its savepoint rerun).
@@ -686,21 +687,20 @@ def _checks(
     * the owner lock: every user's owner row ``FOR UPDATE`` (``NOWAIT`` for a batch, as in
       ``_batch_prelude``), filtered by the user's id, in ONE statement whose branches run in
       the groups' order (ascending user id) — a missing or foreign owner divides by zero;
-      for one user with prepared statements on (``batch``, ADR 0038), ``owner_lock`` as the
-      schema's own prepared statement once seen twice;
+      with prepared statements on (``batch``, ADR 0038), one statement per user in that
+      order (``owner_lock``), each its schema's own prepared statement once seen twice;
     * ONE statement after the lock (its snapshot is taken with every lock held) that divides
       by zero when any user with a method that is not ``@deletion_safe`` is marked for
       deletion (the tombstone) or, with ``records``, when any call of the groups already has
       a record (ADR 0033): two reads, one statement to parse, plan and answer."""
     checks: list[str] = []
-    if batch is not None and batch.session is not None and len(groups) == 1:
-        # One user's calls with prepared statements on (ADR 0038): the lock check is the
-        # schema's own prepared statement once the session has seen it twice. A batch of
-        # several keeps its one statement: N prepared ones measured no cheaper than it.
-        group = groups[0]
-        checks += batch.literal(
-            group.schema, owner_lock(group.schema, nowait=nowait), [_literal(group.user_id)]
-        )
+    if batch is not None and batch.session is not None:
+        # Prepared statements on (ADR 0038): one lock statement per user, in the same order,
+        # each its schema's own prepared statement once the session has seen it twice.
+        for group in groups:
+            checks += batch.literal(
+                group.schema, owner_lock(group.schema, nowait=nowait), [_literal(group.user_id)]
+            )
     else:
         lock = "FOR UPDATE NOWAIT" if nowait else "FOR UPDATE"
         owners = [

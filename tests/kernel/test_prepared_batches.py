@@ -18,7 +18,7 @@ from apps.entitlements.actor.meter import _CONSUME_OR_CURRENT
 from kody.actors import prepared, runtime
 from kody.actors.prepared import name_for, numbered
 from kody.actors.runtime import execute, owner_lock
-from kody.userschema.naming import quoted, schema_name_for
+from kody.userschema.naming import schema_name_for
 from tests.kernel.conftest import new_user_id
 from tests.kernel.probes import prelude_paths, probe_call
 
@@ -76,16 +76,16 @@ def charge_name(user: str) -> str:
     return name_for(schema_name_for(user), _CONSUME_OR_CURRENT)
 
 
-def lock_name(user: str) -> str:
-    """The name of the user's owner-lock check in one user's prelude (a lone call's: it waits
-    for the lock; a batch of several users keeps one plain statement for every lock)."""
+def lock_name(user: str, *, nowait: bool = True) -> str:
+    """The name of the user's owner-lock check in a batch's prelude (``NOWAIT``) or a lone
+    call's."""
     schema = schema_name_for(user)
-    return name_for(schema, owner_lock(schema, nowait=False))
+    return name_for(schema, owner_lock(schema, nowait=nowait))
 
 
 def names(*users: str) -> set[str]:
-    """What a session holds once these users' batches ran twice: each one's charge."""
-    return {charge_name(user) for user in users}
+    """What a session holds once these users' batches ran twice: each one's charge and lock."""
+    return {name for user in users for name in (charge_name(user), lock_name(user))}
 
 
 def planned_query(sent) -> list[str]:  # type: ignore[no-untyped-def]
@@ -138,14 +138,14 @@ def test_each_user_runs_only_its_own_schemas_statement(users, sent):
 
 
 def test_a_session_holds_at_most_the_configured_number(users, sent, settings):
-    settings.KODY_ACTOR_PREPARED_MAX = 2
+    settings.KODY_ACTOR_PREPARED_MAX = 4
     a, b, c = users
     for _ in range(2):
         execute([charge(a), charge(b)])
     assert session_holds() == names(a, b)
     for _ in range(2):
         execute([charge(b), charge(c)])
-    # c's PREPARE deallocated the least recently used name, a's.
+    # c's PREPAREs deallocated the least recently used names, a's.
     assert session_holds() == names(b, c)
     assert any(t == f"DEALLOCATE {charge_name(a)}" for t in planned_query(sent))
     assert set(prepared.held(connection)) == session_holds()
@@ -245,8 +245,8 @@ def test_another_users_lone_call_runs_nothing_prepared_for_someone_else(users, s
 
 
 def test_a_prepared_owner_lock_still_refuses_a_forged_owner_and_a_tombstone(users, sent):
-    """With the charges prepared, another user's call into this schema is still refused, and
-    so is a marked account; a lone call's prepared lock refuses a forged owner too."""
+    """The lock check as the schema's prepared statement checks what its plain text did:
+    another user's call into this schema is refused, and so is a marked account."""
     from kody.actors import OwnerMismatch
     from kody.userschema.schemas import mark_deleting, unmark_deleting
 
@@ -269,9 +269,9 @@ def test_a_prepared_owner_lock_still_refuses_a_forged_owner_and_a_tombstone(user
     finally:
         unmark_deleting(b)
     assert [count(a), count(b)] == [5, 3]
-    for _ in range(2):  # a's lone lock: seen, then prepared
+    for _ in range(2):  # a's lone lock (it waits: no NOWAIT): seen, then prepared
         assert execute([charge(a)])[0].ok
-    assert lock_name(a) in session_holds()
+    assert lock_name(a, nowait=False) in session_holds()
     with pytest.raises(OwnerMismatch):
         execute([forged])[0].unwrap()
     assert [count(a), count(b)] == [7, 3]
@@ -287,27 +287,28 @@ def test_a_lone_calls_prelude_executes_its_prepared_lock(users, monkeypatch):
         assert UserMeter.call(a, "consume", resource=RESOURCE, day=DAY, limit=1000)["count"] == 4
     first = queries[0].split(";\n")
     assert first[0] == "BEGIN" and "set_config('search_path'" in first[1]
-    assert first[2].startswith(f"EXECUTE {lock_name(a)}(")
+    assert first[2].startswith(f"EXECUTE {lock_name(a, nowait=False)}(")
     assert "deleting_at" in first[3]
     assert first[4].startswith(f"EXECUTE {charge_name(a)}(")
 
 
-def test_a_batchs_owner_locks_stay_one_plain_statement_in_ascending_order(users):
-    """A batch of several users keeps its one lock statement over every owner row, ascending
-    user id, however often the session has seen them (N prepared statements measured no
-    cheaper); the tombstone and record check follows it."""
+def test_a_batchs_owner_locks_are_one_statement_a_user_in_ascending_order(users):
+    """With prepared statements on, a batch's prelude locks each owner row with its own
+    statement, ascending user id as before: plain the first time, then PREPARE and EXECUTE,
+    then EXECUTE alone; the tombstone and record check follows every lock."""
     from tests.kernel.probes import sent_with_the_prelude
 
-    schemas = [quoted(schema_name_for(user)) for user in users]
-    for _ in range(3):
+    def prelude() -> list[str]:
         with sent_with_the_prelude() as queries:
             assert all(o.ok for o in execute([charge(u) for u in reversed(users)]))
         statements = queries[0].split(";\n")
-        lock = statements[2]
-        assert lock.count("FOR UPDATE NOWAIT") == 3 and not lock.startswith("EXECUTE")
-        assert [lock.index(f"{schema}.actor_owner") for schema in schemas] == sorted(
-            lock.index(f"{schema}.actor_owner") for schema in schemas
-        )
-        assert "deleting_at" in statements[3]
-    assert session_holds() == names(*users)
+        check = next(i for i, t in enumerate(statements) if "deleting_at" in t)
+        return statements[2:check]
+
+    plain, preparing, executing = prelude(), prelude(), prelude()
+    schemas = [schema_name_for(user) for user in users]
+    assert [t.count("FOR UPDATE NOWAIT") for t in plain] == [1, 1, 1]
+    assert [next(s for s in schemas if s in t) for t in plain] == schemas
+    assert [t.split(" ")[0] for t in preparing] == ["PREPARE", "EXECUTE"] * 3
+    assert executing == [f"EXECUTE {lock_name(u)}(E'{u}')" for u in users]
     assert [count(u) for u in users] == [4, 4, 4]
