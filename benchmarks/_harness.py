@@ -27,6 +27,15 @@ if not envbool("KODY_DEBUG", True) and not os.environ.get("KODY_SECRET_KEY"):
     os.environ["KODY_SECRET_KEY"] = "benchmark-" + os.urandom(24).hex()
 
 
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (utime + stime from ``/proc``; 0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def setup_django() -> None:
     import django
 

@@ -29,13 +29,11 @@ import re
 import statistics
 import time
 import uuid
-from pathlib import Path
 
 from _accounts import live_account_ids
-from _harness import setup_django
+from _harness import cpu_seconds, setup_django
 from actors import DAY
 
-TICK = os.sysconf("SC_CLK_TCK")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 LIMIT = 10**12
 
@@ -108,10 +106,6 @@ def main() -> None:
         conn.execute(f"PREPARE {name_for(schema, lock)} AS {lock}")
     pid = conn.info.backend_pid
 
-    def cpu() -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICK
-
     lock_names = {
         name_for(schema_name_for(u), lock) for u, lock in zip(users, lock_sql, strict=True)
     }
@@ -153,13 +147,15 @@ def main() -> None:
     def replay(queries: list[list[str]]) -> tuple[float, float]:
         texts = [";\n".join(query) for query in queries]
         ids = sorted(set(UUID.findall("".join(texts))))
-        start, wall = cpu(), time.perf_counter()
+        start, wall = cpu_seconds(pid), time.perf_counter()
         for _ in range(options.runs):
             fresh = {old: str(uuid.uuid4()) for old in ids}
             for text in texts:
                 conn.execute(UUID.sub(lambda match, new=fresh: new[match.group(0)], text).encode())
         calls = options.runs * len(users)
-        return (cpu() - start) / calls * 1000, (time.perf_counter() - wall) / calls * 1000
+        return (cpu_seconds(pid) - start) / calls * 1000, (
+            time.perf_counter() - wall
+        ) / calls * 1000
 
     names = [
         "as sent",

@@ -19,18 +19,10 @@ import os
 import statistics
 import time
 import uuid
-from pathlib import Path
 
 from _accounts import live_account_ids
-from _harness import setup_django
+from _harness import cpu_seconds, setup_django
 from actors import DAY, LIMIT
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def backend_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def main() -> None:
@@ -92,13 +84,13 @@ def main() -> None:
         for _ in range(options.blocks):
             for mode in ("off", "on"):
                 settings.KODY_ACTOR_PREPARED_MAX = 0 if mode == "off" else on
-                wall, cpu, server = time.perf_counter(), time.thread_time(), backend_cpu(pid)
+                wall, cpu, server = time.perf_counter(), time.thread_time(), cpu_seconds(pid)
                 calls = run()
                 seen[mode].append(
                     (
                         (time.perf_counter() - wall) / calls * 1000,
                         (time.thread_time() - cpu) / calls * 1000,
-                        (backend_cpu(pid) - server) / calls * 1000,
+                        (cpu_seconds(pid) - server) / calls * 1000,
                     )
                 )
         medians = {

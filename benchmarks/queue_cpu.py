@@ -22,18 +22,8 @@ import time
 from pathlib import Path
 
 from _accounts import live_account_ids
-from _harness import setup_django, shard_worker
+from _harness import cpu_seconds, setup_django, shard_worker
 from actors import DAY, LIMIT, closed_loop_procs, meter_call, mixed_call
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def children(pid: int) -> list[int]:
