@@ -656,11 +656,9 @@ def _run_planned(
             sent, answering = batch.wrap(group.schema, statement)
             positions[-1].append(len(statements) + answering)
             statements += sent
-    try:
-        rows = in_one_query(connection, statements)
-    except BaseException as exc:
-        batch.failed(exc)
-        raise
+    # The prelude is still pending here: a failure is ``deferred.failed``, which
+    # ``_prelude_first`` reports to ``batch`` with the rest.
+    rows = in_one_query(connection, statements)
     results: list[list[Outcome]] = []
     for calls, where in zip(planned, positions, strict=True):
         outcomes = []
