@@ -1,4 +1,5 @@
-"""A planned batch's statements as per-schema prepared statements (ADR 0038).
+"""A planned batch's statements and its prelude's owner locks as per-schema prepared
+statements (ADR 0038).
 
 Design note. A planned call (``kody.actors.base.one_statement``) is the same SQL text for
 every user, on that user's search path; Postgres parses and plans it again for every call,
@@ -9,7 +10,9 @@ name for every schema would be planned on every call anyway. Each (schema, SQL) 
 own name instead (``kp_`` and a digest: a schema name alone fills an identifier), prepared
 the second time this database session sees the pair, so a user seen once costs nothing
 extra, and executed with the planned call's values as literals (``EXECUTE kp_…(…)``): still
-one statement of the batch's one query. Postgres plans its first five runs and then keeps a
+one statement of the batch's one query. The prelude's owner-lock checks (schema-qualified,
+the owner id as ``$1``: ``runtime.owner_lock``) go the same way, one per user
+(``Batch.literal``). Postgres plans its first five runs and then keeps a
 generic plan; DDL on the tables (an upgrade, a table set created, hibernation) re-plans it by
 itself, and a dropped schema fails the ``EXECUTE`` like the statement would fail.
 
@@ -108,8 +111,9 @@ def _shape(sql: str, named: bool) -> tuple[str, tuple[str, ...], int]:
 
 
 class Batch:
-    """The prepared statements of one planned query on one connection: ``wrap`` each
-    statement; ``failed(exc)`` if the query raised."""
+    """The prepared statements of one transaction's prelude and planned query on one
+    connection: ``wrap`` each planned statement, ``literal`` each check; ``failed(exc)`` if
+    the query that carried them raised."""
 
     def __init__(self, connection: BaseDatabaseWrapper) -> None:
         self.maximum = limit()
