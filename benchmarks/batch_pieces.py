@@ -28,13 +28,11 @@ import os
 import re
 import statistics
 import time
-import uuid
 
 from _accounts import live_account_ids
 from _harness import cpu_seconds, setup_django
 from actors import DAY
 
-UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 LIMIT = 10**12
 
 
@@ -52,6 +50,7 @@ def main() -> None:
     from apps.entitlements.actor import UserMeter
     from apps.entitlements.actor.meter import _CONSUME_OR_CURRENT, _consume_params
     from kody.actors import runtime
+    from kody.actors.dispatch import _build, new_key
     from kody.actors.prepared import name_for, numbered
     from kody.actors.wire import Call
     from kody.userschema import scope
@@ -70,18 +69,12 @@ def main() -> None:
         sent.append(list(texts))
         return execute_begun(raw, cursor, texts)
 
+    ids: list[str] = []  # the last batch's call ids, which its queries hold
+
     def batch() -> None:
-        calls = [
-            Call(
-                str(uuid.uuid4()),
-                user,
-                schema_name_for(user),
-                UserMeter.name,
-                "consume",
-                kwargs={**charge, "amount": 1},
-            )
-            for user in users
-        ]
+        built = [_build(UserMeter, user, "consume", (), charge, new_key(), True) for user in users]
+        calls = [Call.decode(call.encode()) for call in built]  # as a shard worker gets them
+        ids[:] = [call.id for call in calls]
         assert all(outcome.ok for outcome in runtime.execute(calls))
 
     scope._execute_begun = spy
@@ -144,18 +137,18 @@ def main() -> None:
             b = [t for t in b if "INSERT INTO" not in t]
         return [["BEGIN", *a], b]
 
+    recorded = re.compile("|".join(re.escape(each) for each in ids))
+
     def replay(queries: list[list[str]]) -> tuple[float, float]:
         texts = [";\n".join(query) for query in queries]
-        ids = sorted(set(UUID.findall("".join(texts))))
         start, wall = cpu_seconds(pid), time.perf_counter()
         for _ in range(options.runs):
-            fresh = {old: str(uuid.uuid4()) for old in ids}
+            fresh = {old: new_key() for old in ids}  # each replay checks and writes new ids
             for text in texts:
-                conn.execute(UUID.sub(lambda match, new=fresh: new[match.group(0)], text).encode())
+                conn.execute(recorded.sub(lambda m, new=fresh: new[m.group(0)], text).encode())
         calls = options.runs * len(users)
-        return (cpu_seconds(pid) - start) / calls * 1000, (
-            time.perf_counter() - wall
-        ) / calls * 1000
+        server, elapsed = cpu_seconds(pid) - start, time.perf_counter() - wall
+        return server / calls * 1000, elapsed / calls * 1000
 
     names = [
         "as sent",

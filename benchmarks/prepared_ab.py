@@ -18,7 +18,6 @@ import argparse
 import os
 import statistics
 import time
-import uuid
 
 from _accounts import live_account_ids
 from _harness import cpu_seconds, setup_django
@@ -36,9 +35,9 @@ def main() -> None:
     from django.db import connection
 
     from apps.entitlements.actor import UserMeter
+    from kody.actors.dispatch import _build, new_key
     from kody.actors.runtime import execute
     from kody.actors.wire import Call
-    from kody.userschema.naming import schema_name_for
 
     settings.KODY_ACTORS_INLINE = True
     on = settings.KODY_ACTOR_PREPARED_MAX or 128
@@ -55,17 +54,10 @@ def main() -> None:
     def batch() -> int:
         batches = max(1, options.calls // len(many))
         for _ in range(batches):
-            calls = [
-                Call(
-                    str(uuid.uuid4()),
-                    user,
-                    schema_name_for(user),
-                    UserMeter.name,
-                    "consume",
-                    kwargs={**kwargs, "amount": 1},
-                )
-                for user in many
+            built = [
+                _build(UserMeter, user, "consume", (), kwargs, new_key(), True) for user in many
             ]
+            calls = [Call.decode(call.encode()) for call in built]  # as a shard worker gets them
             execute(calls)
         return batches * len(many)
 
