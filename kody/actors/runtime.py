@@ -66,7 +66,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.utils import ProgrammingError
+from django.db.utils import IntegrityError, ProgrammingError
 
 from kody.actors import fence, prepared
 from kody.actors.base import (
@@ -472,7 +472,9 @@ def _run_fresh(
       the user is marked for deletion (the tombstone), or, unless the call is fresh
       (``execute(fresh=True)``: an id generated for this one run), any of the calls already
       has a record (a redelivery, a retry with the caller's key; ADR 0033). The plain path
-      then answers the refusal or the record.
+      then answers the refusal or the record. A planned call (``_planned``) reads no record
+      here: its record's insert fails instead (``_record_statements(strict=True)``), after
+      its statement ran in the same transaction, which rolls back (ADR 0039).
 
     A failing check aborts the query before the method's statement runs, so no statement of
     a method reaches the database without the owner lock and every check; Postgres skips
@@ -488,8 +490,10 @@ def _run_fresh(
     calls take the plain path, which refuses only the call whose own statement timed out."""
     prepared.settle(connection)  # after a failed prelude: what the session holds
     batch = prepared.Batch(connection)
-    checks = _checks([group], records=not fresh, nowait=False, batch=batch)
-    results = _prelude_first([group], connection, checks, lone=True, batch=batch)
+    planned = _planned([group])
+    # A planned call's record check is its record's own insert (``_prelude_first``).
+    checks = _checks([group], records=not fresh and planned is None, nowait=False, batch=batch)
+    results = _prelude_first([group], connection, checks, lone=True, batch=batch, planned=planned)
     return None if results is None else results[0]
 
 
@@ -504,7 +508,9 @@ def _run_fresh_batch(
     ``COMMIT`` in one query (``_finish``). The checks (``_checks``) are ``_batch_prelude``'s
     reads turned into statements that fail: every owner row locked ``NOWAIT`` in one
     statement in the batch's order and equal to its user, no user that would run a method
-    that is not ``@deletion_safe`` marked for deletion, no call recorded.
+    that is not ``@deletion_safe`` marked for deletion, no call recorded — for a planned
+    batch, whose statements are all SQL in this transaction, by the records' insert, which
+    fails on a recorded call and rolls everything back (ADR 0039).
 
     None when the prelude's query failed other than on a lock (a foreign or missing owner,
     a tombstone, a record, a statement ahead of the prelude, the first method's statement):
@@ -515,8 +521,9 @@ def _run_fresh_batch(
     handles it the same way: its savepoint rerun, or abandon the batch."""
     prepared.settle(connection)
     batch = prepared.Batch(connection)
-    checks = _checks(groups, records=True, nowait=True, batch=batch)
-    return _prelude_first(groups, connection, checks, lone=False, batch=batch)
+    planned = _planned(groups)
+    checks = _checks(groups, records=planned is None, nowait=True, batch=batch)
+    return _prelude_first(groups, connection, checks, lone=False, batch=batch, planned=planned)
 
 
 def _prelude_first(
@@ -526,6 +533,7 @@ def _prelude_first(
     *,
     lone: bool,
     batch: prepared.Batch,
+    planned: _Planned | None,
 ) -> list[list[Outcome]] | None:
     """``_run_fresh`` and ``_run_fresh_batch``: one transaction whose prelude (``BEGIN``,
     timeouts, ``then``: the checks) goes out in front of the first statement a method sends,
@@ -537,6 +545,8 @@ def _prelude_first(
     ``deferred.failed`` is set when the query that carried the prelude failed — a check, or
     the statement riding behind it — even if a method swallowed the error.
 
+    * A planned batch's records' insert met a record (``_Recorded``): None, and the plain
+      path answers that call from its record and runs the rest.
     * The prelude rode on the records' query, whose fence guard fails the same way as a
       check (``FenceLost`` with ``failed``): None for both; the plain path's own guard raises
       ``FenceLost`` again if the shard is lost.
@@ -558,15 +568,21 @@ def _prelude_first(
         ):
             results: list[list[Outcome]] = []
             writes: list[Statement] = []
-            planned = _planned(groups)
             if planned is not None:
                 # Every call has a statement form: all of them in the prelude's one query.
+                # No record check ran ahead of them: a call that has a record fails its
+                # record's insert instead, and the whole transaction rolls back.
                 results = _run_planned(groups, planned, connection, batch)
                 for group, outcomes in zip(groups, results, strict=True):
                     writes += _record_statements(
-                        group, list(zip(group.calls, outcomes, strict=True))
+                        group, list(zip(group.calls, outcomes, strict=True)), strict=True
                     )
-                _finish(writes, connection)
+                try:
+                    _finish(writes, connection)
+                except IntegrityError as exc:
+                    if _recorded(exc):
+                        raise _Recorded from exc
+                    raise
                 return results
             for group in groups:
                 if results:
@@ -585,6 +601,8 @@ def _prelude_first(
                 writes += _record_statements(group, recorded)
             _finish(writes, connection)
         return results
+    except _Recorded:
+        return None  # rolled back: the plain path answers the recorded calls from their records
     except Exception as exc:
         failed = deferred.failed if deferred is not None else None
         if failed is not None:
@@ -690,7 +708,8 @@ def _checks(
     * ONE statement after the lock (its snapshot is taken with every lock held) that divides
       by zero when any user with a method that is not ``@deletion_safe`` is marked for
       deletion (the tombstone) or, with ``records``, when any call of the groups already has
-      a record (ADR 0033): two reads, one statement to parse, plan and answer."""
+      a record (ADR 0033): two reads, one statement to parse, plan and answer. A planned
+      batch asks no ``records``: its records' insert is the check (ADR 0039)."""
     checks: list[str] = []
     if batch is not None and batch.session is not None:
         # Prepared statements on (ADR 0038): one lock statement per user, in the same order,
@@ -872,9 +891,16 @@ def _invoke(
         return Outcome.failure(exc)
 
 
-def _record_statements(group: _Group, fresh: list[tuple[Call, Outcome]]) -> list[Statement]:
+def _record_statements(
+    group: _Group, fresh: list[tuple[Call, Outcome]], *, strict: bool = False
+) -> list[Statement]:
     """One multi-row insert of the user's new call records, and now and then the prune; as
-    literal SQL, no parameters (``_finish`` sends them without a client-side binding pass)."""
+    literal SQL, no parameters (``_finish`` sends them without a client-side binding pass).
+
+    ``strict``: the insert fails on a call that already has a record (``unique_violation``,
+    which ``_recorded`` recognises) instead of skipping it. A planned batch (ADR 0037) reads
+    no records ahead of its statements, so this is its record check: a redelivered call
+    rolls the transaction back, and the plain path answers it from its record."""
     table = f"{quoted(group.schema)}.actor_calls"
     statements: list[Statement] = []
     if fresh:
@@ -886,7 +912,7 @@ def _record_statements(group: _Group, fresh: list[tuple[Call, Outcome]]) -> list
         statements.append(
             (
                 f"INSERT INTO {table} (id, actor, method, outcome, created_at) VALUES {rows}"
-                " ON CONFLICT (id) DO NOTHING",
+                + ("" if strict else " ON CONFLICT (id) DO NOTHING"),
                 (),
             )
         )
@@ -896,6 +922,22 @@ def _record_statements(group: _Group, fresh: list[tuple[Call, Outcome]]) -> list
             (f"DELETE FROM {table} WHERE created_at < now() - interval '{seconds} seconds'", ())
         )
     return statements
+
+
+class _Recorded(Exception):
+    """A planned call already had a record: its record's insert failed (``strict``)."""
+
+
+def _recorded(exc: IntegrityError) -> bool:
+    """Whether ``exc`` is a call record's insert meeting an existing record: a
+    ``unique_violation`` on ``actor_calls`` (whose one unique key is the call id)."""
+    cause = exc.__cause__
+    diag = getattr(cause, "diag", None)
+    return (
+        getattr(cause, "sqlstate", None) == "23505"
+        and diag is not None
+        and diag.table_name == "actor_calls"
+    )
 
 
 def _literal(text: str) -> str:

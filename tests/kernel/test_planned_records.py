@@ -1,0 +1,130 @@
+"""A planned batch's record check is its records' insert (ADR 0039).
+
+A batch whose every call has a statement form (ADR 0037) runs nothing but SQL inside its one
+transaction, so it needs no record read in front of its statements: the records' insert
+names each call id and, without ``ON CONFLICT``, fails on a call that already has a record.
+The whole transaction rolls back — the recorded call's repeated charge with it — and the
+plain path answers that call from its record and runs the others once. The tombstone and
+owner checks stay in front of the statements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+
+from apps.entitlements.actor import UserMeter
+from kody.actors import runtime
+from kody.actors.runtime import execute
+from kody.userschema.naming import schema_name_for
+from tests.kernel.conftest import new_user_id
+from tests.kernel.probes import prelude_paths, probe_call, sent_with_the_prelude
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DAY = "2031-05-02"
+RESOURCE = "execute_calls_per_day"
+
+
+@pytest.fixture
+def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no-untyped-def]
+    settings.KODY_ACTORS_INLINE = True
+    ids = sorted(new_user_id() for _ in range(3))
+    for user in ids:  # today's counter row: the planned statement answers from here on
+        UserMeter.call(user, "consume", resource=RESOURCE, day=DAY, limit=100)
+    return ids
+
+
+def charge(user: str, amount: int = 1) -> object:
+    """A ``consume`` as a shard worker gets it: its id off the wire, so not fresh."""
+    kwargs = {"resource": RESOURCE, "day": DAY, "limit": 100, "amount": amount}
+    return probe_call(user, "consume", actor=UserMeter.name, **kwargs)
+
+
+def count(user: str) -> int:
+    return UserMeter.call(user, "read", resource=RESOURCE, day=DAY)["count"]
+
+
+def test_a_planned_batch_reads_no_records_before_its_statements(users):
+    a, b, _ = users
+    with sent_with_the_prelude() as queries:
+        assert all(o.ok for o in execute([charge(a), charge(b)]))
+    first, records = queries[0], queries[1]
+    assert "deleting_at" in first  # the tombstone check still goes first
+    assert "actor_calls" not in first
+    assert f'INSERT INTO "{schema_name_for(a)}".actor_calls' in records
+    assert "ON CONFLICT" not in records.split("COMMIT")[0].split("DELETE FROM")[0]
+    assert [count(a), count(b)] == [2, 2]
+
+
+def test_a_partly_redelivered_batch_charges_the_recorded_call_once(users, monkeypatch):
+    a, b, c = users
+    done = charge(a, 5)
+    first = execute([done, charge(b, 1)])[0].unwrap()
+    assert first["count"] == 6
+    with prelude_paths(monkeypatch, "optimistic", runs="_run_fresh_batch") as seen:
+        again, new_b, new_c = execute([done, charge(b, 2), charge(c, 3)])
+    # The records' insert met a's record: rolled back, and the plain path answered.
+    assert (seen["optimistic"], seen["fell_back"]) == (1, 1)
+    assert again.unwrap() == first
+    assert (new_b.unwrap()["count"], new_c.unwrap()["count"]) == (4, 4)
+    assert [count(a), count(b), count(c)] == [6, 4, 4]
+
+
+def test_a_redelivered_lone_planned_call_answers_its_record(users, monkeypatch):
+    a = users[0]
+    call = charge(a, 7)
+    assert runtime._planned([runtime._Group(a, call.schema, [0], [call])]) is not None
+    first = execute([call])[0].unwrap()
+    with prelude_paths(monkeypatch, "optimistic") as seen:
+        again = execute([call])[0].unwrap()
+    assert (seen["optimistic"], seen["fell_back"]) == (1, 1)
+    assert again == first and first["count"] == 8
+    assert count(a) == 8
+
+
+def test_a_lone_call_off_the_planned_path_still_checks_its_record_first(users, settings):
+    settings.KODY_ACTOR_PREPARED_MAX = 0  # a lone call is planned only with them on
+    a = users[0]
+    call = charge(a, 2)
+    with sent_with_the_prelude() as queries:
+        assert execute([call])[0].unwrap()["count"] == 3
+    assert "actor_calls WHERE id IN" in queries[0]
+    assert execute([call])[0].unwrap()["count"] == 3  # answered from the record
+    assert count(a) == 3
+
+
+def test_another_users_batch_is_not_answered_from_these_records(users):
+    """A record's call id is per schema: the same id sent for another user is that user's
+    own first call, charged once, and the first user's record is left as it was."""
+    a, b, _ = users
+    mine = charge(a, 4)
+    assert execute([mine, charge(b)])[0].unwrap()["count"] == 5
+    theirs = dataclasses.replace(charge(b, 9), id=mine.id)
+    outcomes = execute([mine, theirs])
+    assert outcomes[0].unwrap()["count"] == 5  # a's record
+    assert outcomes[1].unwrap()["count"] == 11  # b: 1 + 1 + 9
+    assert [count(a), count(b)] == [5, 11]
+
+
+def test_only_a_call_records_unique_violation_counts_as_recorded(users):
+    a = users[0]
+    schema = schema_name_for(a)
+    call = charge(a)
+    execute([call])
+
+    def violation(sql: str) -> IntegrityError:
+        with pytest.raises(IntegrityError) as caught:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(sql)
+        return caught.value
+
+    record = violation(
+        f'INSERT INTO "{schema}".actor_calls (id, actor, method, outcome, created_at)'
+        f" VALUES ('{call.id}', 'm', 'consume', '{{}}'::jsonb, now())"
+    )
+    other = violation(f"INSERT INTO \"{schema}\".actor_owner (id, owner_id) VALUES (1, 'someone')")
+    assert runtime._recorded(record)
+    assert not runtime._recorded(other)
