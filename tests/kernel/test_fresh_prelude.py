@@ -52,11 +52,13 @@ def test_a_keyless_inline_call_is_two_queries_and_so_is_a_keyed_one(users, paths
     assert paths == {"fresh": 1, "fell_back": 0, "queries": 2}
     paths["queries"] = 0
     first = UserMeter.call(a, "consume", limit=10, idempotency_key="k", **charge)
-    assert paths == {"fresh": 2, "fell_back": 0, "queries": 2}  # keyed: plus a record check
+    assert paths == {"fresh": 2, "fell_back": 0, "queries": 2}  # keyed: checked by its insert
     paths["queries"] = 0
-    # Its retry finds the record: the check fails, the plain path answers from the record.
+    # Its retry meets the record: a planned call's records' insert is its record check
+    # (ADR 0039), so the charge's query and the failed insert's roll back, and the plain
+    # path answers from the record.
     assert UserMeter.call(a, "consume", limit=10, idempotency_key="k", **charge) == first
-    assert paths == {"fresh": 3, "fell_back": 1, "queries": 1 + 2}
+    assert paths == {"fresh": 3, "fell_back": 1, "queries": 2 + 2}
     assert UserMeter.call(a, "read", **charge)["count"] == first["count"]  # charged once
 
 

@@ -2,8 +2,9 @@
 
 ``UserMeter.consume`` declares one (``kody.actors.one_statement``): its charge, or on a
 refusal the row as it stands, as one statement. A shard batch of such calls sends every
-user's statement behind the batch's prelude (owner locks, tombstones, records) in one query,
-then the records and ``COMMIT``: two round trips for the whole batch instead of one per user.
+user's statement behind the batch's prelude (owner locks, tombstones) in one query, then the
+records, whose insert is the record check (ADR 0039), and ``COMMIT``: two round trips for the
+whole batch instead of one per user.
 Anything the rows cannot answer (the day's first charge, bad arguments, a call without a
 form) rolls the attempt back and the methods run themselves, so every call still applies
 exactly once; another user's forged call is still refused and changes nothing of theirs.
