@@ -510,7 +510,9 @@ def _run_fresh_batch(
     statement in the batch's order and equal to its user, no user that would run a method
     that is not ``@deletion_safe`` marked for deletion, no call recorded — for a planned
     batch, whose statements are all SQL in this transaction, by the records' insert, which
-    fails on a recorded call and rolls everything back (ADR 0039).
+    fails on a recorded call and rolls everything back (ADR 0039); and, with prepared
+    statements on, each next user's lock taken on that user's own search path and the
+    tombstone checked last (``_run_planned``'s ``own``, ADR 0040).
 
     None when the prelude's query failed other than on a lock (a foreign or missing owner,
     a tombstone, a record, a statement ahead of the prelude, the first method's statement):
@@ -522,6 +524,17 @@ def _run_fresh_batch(
     prepared.settle(connection)
     batch = prepared.Batch(connection)
     planned = _planned(groups)
+    if planned is not None and batch.session is not None:
+        # Each user's prepared lock under that user's own search path, the tombstone last
+        # (ADR 0040): the first user's lock leads, ``_run_planned`` places the others.
+        checks = batch.literal(
+            groups[0].schema,
+            owner_lock(groups[0].schema, nowait=True),
+            [_literal(groups[0].user_id)],
+        )
+        return _prelude_first(
+            groups, connection, checks, lone=False, batch=batch, planned=planned, own=True
+        )
     checks = _checks(groups, records=planned is None, nowait=True, batch=batch)
     return _prelude_first(groups, connection, checks, lone=False, batch=batch, planned=planned)
 
@@ -534,6 +547,7 @@ def _prelude_first(
     lone: bool,
     batch: prepared.Batch,
     planned: _Planned | None,
+    own: bool = False,
 ) -> list[list[Outcome]] | None:
     """``_run_fresh`` and ``_run_fresh_batch``: one transaction whose prelude (``BEGIN``,
     timeouts, ``then``: the checks) goes out in front of the first statement a method sends,
@@ -572,7 +586,7 @@ def _prelude_first(
                 # Every call has a statement form: all of them in the prelude's one query.
                 # No record check ran ahead of them: a call that has a record fails its
                 # record's insert instead, and the whole transaction rolls back.
-                results = _run_planned(groups, planned, connection, batch)
+                results = _run_planned(groups, planned, connection, batch, own=own)
                 for group, outcomes in zip(groups, results, strict=True):
                     writes += _record_statements(
                         group, list(zip(group.calls, outcomes, strict=True)), strict=True
@@ -655,6 +669,8 @@ def _run_planned(
     planned: _Planned,
     connection: BaseDatabaseWrapper,
     batch: prepared.Batch,
+    *,
+    own: bool = False,
 ) -> list[list[Outcome]]:
     """The planned statements in ONE query behind the deferred prelude (the first user's
     search path is in it, each next user's goes in front of its first statement), then each
@@ -663,17 +679,31 @@ def _run_planned(
     A statement this session has run for the same schema before goes out as the schema's
     prepared statement (``kody.actors.prepared``, ADR 0038).
     An answer that is not given (``Unanswered``, or any error) raises ``_MethodRaised``: the
-    transaction rolls back and the methods run themselves."""
+    transaction rolls back and the methods run themselves.
+
+    ``own`` (ADR 0040): the prelude held only the first user's owner lock. Each next user's
+    lock goes right after that user's search path, so its prepared statement always runs on
+    the path it was planned on (Postgres re-plans a prepared statement whenever
+    ``search_path`` differs from its last run's). The tombstone check goes last, once every
+    lock is held. A failing lock or tombstone fails the query as the prelude's checks would.
+    What these statements decide is made in the order they are sent, so a ``DEALLOCATE``
+    that makes room never lands in front of an ``EXECUTE`` of the name it drops."""
     statements: list[Statement] = []
     positions: list[list[int]] = []
     for index, (group, calls) in enumerate(zip(groups, planned, strict=True)):
         if index:
             statements.append(path_statement(group.schema))
+            if own:
+                lock = owner_lock(group.schema, nowait=True)
+                texts = batch.literal(group.schema, lock, [_literal(group.user_id)])
+                statements += [(text, ()) for text in texts]
         positions.append([])
         for statement, _, _ in calls:
             sent, answering = batch.wrap(group.schema, statement)
             positions[-1].append(len(statements) + answering)
             statements += sent
+    if own:
+        statements += [(text, ()) for text in _checks(groups, records=False, locks=False)]
     # The prelude is still pending here: a failure is ``deferred.failed``, which
     # ``_prelude_first`` reports to ``batch`` with the rest.
     rows = in_one_query(connection, statements)
@@ -694,8 +724,9 @@ def _checks(
     groups: Sequence[_Group],
     *,
     records: bool,
-    nowait: bool,
+    nowait: bool = True,
     batch: prepared.Batch | None = None,
+    locks: bool = True,
 ) -> list[str]:
     """The optimistic prelude's checks, as statements that divide by zero instead of rows
     read back (ids written by ``_literal``, as the records are; ``_optimistic``):
@@ -709,9 +740,14 @@ def _checks(
       by zero when any user with a method that is not ``@deletion_safe`` is marked for
       deletion (the tombstone) or, with ``records``, when any call of the groups already has
       a record (ADR 0033): two reads, one statement to parse, plan and answer. A planned
-      batch asks no ``records``: its records' insert is the check (ADR 0039)."""
+      batch asks no ``records``: its records' insert is the check (ADR 0039).
+
+    ``locks=False``: the tombstone and record check alone, for a planned batch that took
+    each user's lock on that user's own search path (ADR 0040)."""
     checks: list[str] = []
-    if batch is not None and batch.session is not None:
+    if not locks:
+        pass  # the owner locks went out already (``_run_planned``'s ``own``)
+    elif batch is not None and batch.session is not None:
         # Prepared statements on (ADR 0038): one lock statement per user, in the same order,
         # each its schema's own prepared statement once the session has seen it twice.
         for group in groups:

@@ -106,7 +106,8 @@ def test_a_users_second_batch_prepares_its_charge_and_the_third_only_executes(us
 
     assert [o.unwrap()["count"] for o in execute([charge(a), charge(b)])] == [3, 3]
     second = planned_query(sent)
-    assert sum(t.startswith("PREPARE") for t in second) == 2
+    # Both charges and b's lock (a's leads the prelude, ahead of this query's statements).
+    assert sum(t.startswith("PREPARE") for t in second) == 3
     assert session_holds() == names(a, b)
 
     assert [o.unwrap()["count"] for o in execute([charge(a, 5), charge(b, 7)])] == [8, 10]
@@ -114,6 +115,7 @@ def test_a_users_second_batch_prepares_its_charge_and_the_third_only_executes(us
     assert not any(t.startswith("PREPARE") for t in third)
     assert [t.split("(")[0] for t in third if t.startswith("EXECUTE")] == [
         f"EXECUTE {charge_name(a)}",
+        f"EXECUTE {lock_name(b)}",
         f"EXECUTE {charge_name(b)}",
     ]
     assert sent["fell_back"] == 0
@@ -176,8 +178,8 @@ def test_a_query_that_failed_before_its_prepare_ran_does_not_leave_a_missing_nam
     assert [o.ok for o in outcomes] == [True, False, True]
     assert outcomes[2].unwrap()["count"] == 3
     assert sent["fell_back"] == 1
-    # The prelude's lock checks ran (and stay prepared), then a's charge; b's never did.
-    assert session_holds() == names(a, b) - {charge_name(b)}
+    # a's lock and charge ran (and stay prepared); b's lock and charge, after them, never did.
+    assert session_holds() == names(a, b) - {charge_name(b), lock_name(b)}
     readings = [o.unwrap() for o in execute([charge(a), charge(b)])]
     assert [r["allowed"] for r in readings] == [False, True]
     assert readings[1]["count"] == 4
@@ -292,23 +294,57 @@ def test_a_lone_calls_prelude_executes_its_prepared_lock(users, monkeypatch):
     assert first[4].startswith(f"EXECUTE {charge_name(a)}(")
 
 
-def test_a_batchs_owner_locks_are_one_statement_a_user_in_ascending_order(users):
-    """With prepared statements on, a batch's prelude locks each owner row with its own
-    statement, ascending user id as before: plain the first time, then PREPARE and EXECUTE,
-    then EXECUTE alone; the tombstone and record check follows every lock."""
+def test_a_batchs_owner_locks_run_each_on_its_users_own_path_in_ascending_order(users):
+    """With prepared statements on, a planned batch locks each owner row with its own
+    statement, ascending user id as before, each right after that user's search path (where
+    its prepared statement was planned: ADR 0040), before the user's charge: plain the first
+    time, then PREPARE and EXECUTE, then EXECUTE alone. The tombstone check comes last, once
+    every lock is held."""
     from tests.kernel.probes import sent_with_the_prelude
 
-    def prelude() -> list[str]:
+    schemas = [schema_name_for(user) for user in users]
+
+    def sections() -> list[list[str]]:
         with sent_with_the_prelude() as queries:
             assert all(o.ok for o in execute([charge(u) for u in reversed(users)]))
         statements = queries[0].split(";\n")
-        check = next(i for i, t in enumerate(statements) if "deleting_at" in t)
-        return statements[2:check]
+        assert statements[0] == "BEGIN"
+        assert "deleting_at" in statements[-1] and "actor_calls" not in statements[-1]
+        paths = [i for i, t in enumerate(statements) if "set_config('search_path'" in t]
+        assert [next(s for s in schemas if s in statements[i]) for i in paths] == schemas
+        bounds = [*paths, len(statements) - 1]
+        return [statements[bounds[k] + 1 : bounds[k + 1]] for k in range(len(paths))]
 
-    plain, preparing, executing = prelude(), prelude(), prelude()
-    schemas = [schema_name_for(user) for user in users]
-    assert [t.count("FOR UPDATE NOWAIT") for t in plain] == [1, 1, 1]
-    assert [next(s for s in schemas if s in t) for t in plain] == schemas
-    assert [t.split(" ")[0] for t in preparing] == ["PREPARE", "EXECUTE"] * 3
-    assert executing == [f"EXECUTE {lock_name(u)}(E'{u}')" for u in users]
+    plain, preparing, executing = sections(), sections(), sections()
+    for section, schema in zip(plain, schemas, strict=True):
+        assert "FOR UPDATE NOWAIT" in section[0] and schema in section[0]
+    assert [[t.split(" ")[0] for t in section[:2]] for section in preparing] == [
+        ["PREPARE", "EXECUTE"]
+    ] * 3
+    assert [section[0] for section in executing] == [
+        f"EXECUTE {lock_name(u)}(E'{u}')" for u in users
+    ]
+    assert all(section[1].startswith("EXECUTE") for section in executing)  # the charge
     assert [count(u) for u in users] == [4, 4, 4]
+
+def test_a_later_users_held_owner_row_reruns_the_batch_and_applies_each_once(users, settings):
+    """A later user's lock, in that user's own section of the planned query (ADR 0040),
+    fails NOWAIT on a row another transaction holds, after the first user's charge ran: the
+    whole query rolls back, and the savepoint rerun charges the first user once and refuses
+    the held user after its own lock timeout."""
+    from kody.actors import ActorUnavailable
+    from tests.kernel.probes import owner_lock_held
+
+    settings.KODY_ACTOR_LOCK_TIMEOUT_MS = 200
+    a, b, c = users
+    for _ in range(2):  # prepared: the batch takes the own-path layout
+        execute([charge(a), charge(b), charge(c)])
+    assert names(a, b, c) <= session_holds()
+    with owner_lock_held(b):
+        outcomes = execute([charge(a), charge(b), charge(c)])
+    assert outcomes[0].unwrap()["count"] == 4
+    with pytest.raises(ActorUnavailable) as refused:
+        outcomes[1].unwrap()
+    assert refused.value.details == {"reason": "lock_timeout"}
+    assert outcomes[2].unwrap()["count"] == 4
+    assert [count(a), count(b), count(c)] == [4, 3, 4]
