@@ -327,6 +327,7 @@ def test_a_batchs_owner_locks_run_each_on_its_users_own_path_in_ascending_order(
     assert all(section[1].startswith("EXECUTE") for section in executing)  # the charge
     assert [count(u) for u in users] == [4, 4, 4]
 
+
 def test_a_later_users_held_owner_row_reruns_the_batch_and_applies_each_once(users, settings):
     """A later user's lock, in that user's own section of the planned query (ADR 0040),
     fails NOWAIT on a row another transaction holds, after the first user's charge ran: the
