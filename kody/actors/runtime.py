@@ -706,7 +706,7 @@ def _run_planned(
         statements += [(text, ()) for text in _checks(groups, records=False, locks=False)]
     # The prelude is still pending here: a failure is ``deferred.failed``, which
     # ``_prelude_first`` reports to ``batch`` with the rest.
-    rows = in_one_query(connection, statements)
+    rows = in_one_query(connection, statements, rows={p for where in positions for p in where})
     results: list[list[Outcome]] = []
     for calls, where in zip(planned, positions, strict=True):
         outcomes = []

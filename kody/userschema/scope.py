@@ -26,7 +26,7 @@ go out in front of its first statement, and ``switch`` moves on to the next user
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -60,7 +60,10 @@ def pipelined(
 
 
 def in_one_query(
-    connection: BaseDatabaseWrapper, statements: Sequence[Statement], *, rows: bool = True
+    connection: BaseDatabaseWrapper,
+    statements: Sequence[Statement],
+    *,
+    rows: bool | Collection[int] = True,
 ) -> list[list[tuple]]:
     """Run ``statements`` as ONE multi-statement query (simple protocol, parameters bound
     client-side); each one's rows. One send and one wait, where pipeline mode sends and
@@ -76,7 +79,12 @@ def in_one_query(
     query goes out on the psycopg connection's own cursor: Django's execute wrappers and its
     ``DEBUG`` query log do not see it. ``rows=False``: nothing is read back (an empty list),
     for statements whose only answer is success or an error (the runtime's records, fence
-    guard and ``COMMIT``); walking each statement's result costs more than their text."""
+    guard and ``COMMIT``); walking each statement's result costs more than their text.
+    ``rows`` as the indexes of the statements whose rows are wanted: only theirs are read,
+    every other statement's result is an empty list (a planned batch reads its charges'
+    rows, not its locks' or search paths'). A statement that returns no columns gives an
+    empty list either way; a result is tested by its field count, without building
+    psycopg's column descriptions."""
     connection.ensure_connection()
     raw = connection.connection
     deferred: DeferredSearchPath | None = getattr(connection, "kody_deferred_path", None)
@@ -88,11 +96,14 @@ def in_one_query(
                 texts.append(cursor.mogrify(sql, params) if params else sql)
             ahead = len(texts) - len(statements) + _execute_begun(raw, cursor, texts)
             results: list[list[tuple]] = []
-            if rows:
+            if rows is not False:
+                wanted = None if rows is True else rows
                 for _ in range(ahead):
                     cursor.nextset()  # BEGIN's and the deferred statements' results
-                for _ in statements:
-                    results.append(cursor.fetchall() if cursor.description else [])
+                for index in range(len(statements)):
+                    read = wanted is None or index in wanted
+                    result = cursor.pgresult
+                    results.append(cursor.fetchall() if read and result and result.nfields else [])
                     cursor.nextset()
     except BaseException as exc:
         if carries:

@@ -161,3 +161,21 @@ def test_a_query_whose_rows_are_not_read_still_fails_on_any_statement():
             )
         assert getattr(failed.value.__cause__, "sqlstate", None) == "22012"
         transaction.set_rollback(True)
+
+
+def test_a_query_reads_only_the_rows_asked_for_and_still_fails_on_any_statement():
+    """``in_one_query(rows={...})`` (what a planned batch sends: its charges' rows, not its
+    locks' or search paths') reads the statements named and gives every other one an empty
+    list; a statement without columns gives one too. An error anywhere is still raised."""
+    from django.db import DatabaseError
+
+    conn = connections[DEFAULT_DB_ALIAS]
+    statements = [("SELECT 1", ()), ("SELECT 2, 'b'", ()), ("SET LOCAL work_mem = '8MB'", ())]
+    with transaction.atomic():
+        assert scope.in_one_query(conn, statements, rows={1, 2}) == [[], [(2, "b")], []]
+        assert scope.in_one_query(conn, statements) == [[(1,)], [(2, "b")], []]
+        assert scope.in_one_query(conn, statements, rows=set()) == [[], [], []]
+        with pytest.raises(DatabaseError) as failed:
+            scope.in_one_query(conn, [("SELECT 1", ()), ("SELECT 1 / 0", ())], rows={0})
+        assert getattr(failed.value.__cause__, "sqlstate", None) == "22012"
+        transaction.set_rollback(True)
