@@ -29,6 +29,18 @@ def probed_users(n: int) -> list[str]:
     return ids
 
 
+def metered_users(n: int, *, day: str, limit: int) -> list[str]:
+    """``n`` new users in ascending id order, each with ``day``'s ``execute_calls_per_day``
+    counter row (one inline ``UserMeter.consume``, so a planned charge answers from its
+    rows; the caller has set ``KODY_ACTORS_INLINE``)."""
+    from apps.entitlements.actor import UserMeter
+
+    ids = sorted(new_user_id() for _ in range(n))
+    for user in ids:
+        UserMeter.call(user, "consume", resource="execute_calls_per_day", day=day, limit=limit)
+    return ids
+
+
 def probe_call(
     user: str, method: str, *args: object, schema_of: str | None = None, **kw: object
 ) -> Call:

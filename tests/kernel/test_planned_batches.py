@@ -22,8 +22,7 @@ from kody.actors import OwnerMismatch
 from kody.actors.runtime import execute
 from kody.actors.wire import Call
 from kody.userschema.naming import schema_name_for
-from tests.kernel.conftest import new_user_id
-from tests.kernel.probes import prelude_paths, probe_call
+from tests.kernel.probes import metered_users, prelude_paths, probe_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,10 +34,7 @@ RESOURCE = "execute_calls_per_day"
 def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no-untyped-def]
     """Three users, ascending, each with today's counter row (one inline charge each)."""
     settings.KODY_ACTORS_INLINE = True
-    ids = sorted(new_user_id() for _ in range(3))
-    for user in ids:
-        UserMeter.call(user, "consume", resource=RESOURCE, day=DAY, limit=100)
-    return ids
+    return metered_users(3, day=DAY, limit=100)
 
 
 @pytest.fixture

@@ -19,8 +19,7 @@ from apps.entitlements.actor import UserMeter
 from kody.actors import runtime
 from kody.actors.runtime import execute
 from kody.userschema.naming import schema_name_for
-from tests.kernel.conftest import new_user_id
-from tests.kernel.probes import prelude_paths, probe_call, sent_with_the_prelude
+from tests.kernel.probes import metered_users, prelude_paths, probe_call, sent_with_the_prelude
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,10 +30,7 @@ RESOURCE = "execute_calls_per_day"
 @pytest.fixture
 def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no-untyped-def]
     settings.KODY_ACTORS_INLINE = True
-    ids = sorted(new_user_id() for _ in range(3))
-    for user in ids:  # today's counter row: the planned statement answers from here on
-        UserMeter.call(user, "consume", resource=RESOURCE, day=DAY, limit=100)
-    return ids
+    return metered_users(3, day=DAY, limit=100)
 
 
 def charge(user: str, amount: int = 1) -> object:

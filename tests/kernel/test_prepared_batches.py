@@ -19,8 +19,7 @@ from kody.actors import prepared, runtime
 from kody.actors.prepared import name_for, numbered
 from kody.actors.runtime import execute, owner_lock
 from kody.userschema.naming import schema_name_for
-from tests.kernel.conftest import new_user_id
-from tests.kernel.probes import prelude_paths, probe_call
+from tests.kernel.probes import metered_users, prelude_paths, probe_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,9 +33,7 @@ def users(user_schemas_cleanup: None, settings) -> list[str]:  # type: ignore[no
     prepared yet."""
     settings.KODY_ACTORS_INLINE = True
     settings.KODY_ACTOR_PREPARED_MAX = 512
-    ids = sorted(new_user_id() for _ in range(3))
-    for user in ids:
-        UserMeter.call(user, "consume", resource=RESOURCE, day=DAY, limit=1000)
+    ids = metered_users(3, day=DAY, limit=1000)
     connection.close()  # a new session: nothing prepared, nothing seen
     return ids
 
