@@ -205,3 +205,58 @@ def _wait_gone(pid: int | None, seconds: float = 30) -> None:
 def redis_url(data_dir: Path | None = None) -> str:
     """Start (or reuse) an embedded Redis on a unix socket and return its URL."""
     return start_redis(data_dir or var_dir() / "redis")
+
+
+SERVERS = ("postgres", "redis")
+
+
+def running(data_dir: Path | None = None) -> set[str]:
+    """Which embedded servers under ``data_dir`` (default ``var/``) are up now."""
+    root = data_dir or var_dir()
+    pids = {
+        "postgres": postgres_pid(root / "postgres"),
+        "redis": redis_pid(root / "redis"),
+    }
+    return {name for name, pid in pids.items() if alive(pid)}
+
+
+def stop_started(before: set[str], data_dir: Path | None = None) -> list[str]:
+    """Stop the embedded servers that are up now but were not in ``before``: what a run
+    (the test suite) started itself; one that was already up (a ``manage.py up`` beside it)
+    is left alone. The names stopped, in order."""
+    root = data_dir or var_dir()
+    stopped = []
+    for name in SERVERS:
+        if name in running(root) and name not in before:
+            (stop_postgres if name == "postgres" else stop_redis)(root / name)
+            stopped.append(name)
+    return stopped
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kody.embedded status`` prints the servers up (space-separated, empty if
+    none); ``python -m kody.embedded stop-started --before "<status>"`` stops the others.
+    ``scripts/test`` runs them around pytest so the suite leaves no server behind it did
+    not find running."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m kody.embedded")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("status", help="print the embedded servers that are up")
+    stop = commands.add_parser("stop-started", help="stop the servers not up before")
+    stop.add_argument("--before", default="", help="what `status` printed before the run")
+    options = parser.parse_args(argv)
+    if options.command == "status":
+        print(" ".join(name for name in SERVERS if name in running()))
+        return 0
+    before = set(options.before.split())
+    unknown = before - set(SERVERS)
+    if unknown:
+        parser.error(f"unknown server name(s) in --before: {', '.join(sorted(unknown))}")
+    for name in stop_started(before):
+        print(f"stopped the embedded {name} this run started")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
