@@ -526,14 +526,9 @@ def _run_fresh_batch(
     planned = _planned(groups)
     if planned is not None and batch.session is not None:
         # Each user's prepared lock under that user's own search path, the tombstone last
-        # (ADR 0040): the first user's lock leads, ``_run_planned`` places the others.
-        checks = batch.literal(
-            groups[0].schema,
-            owner_lock(groups[0].schema, nowait=True),
-            [_literal(groups[0].user_id)],
-        )
+        # (ADR 0040): ``_run_planned`` places them all, behind the bare prelude.
         return _prelude_first(
-            groups, connection, checks, lone=False, batch=batch, planned=planned, own=True
+            groups, connection, [], lone=False, batch=batch, planned=planned, own=True
         )
     checks = _checks(groups, records=planned is None, nowait=True, batch=batch)
     return _prelude_first(groups, connection, checks, lone=False, batch=batch, planned=planned)
@@ -681,8 +676,8 @@ def _run_planned(
     An answer that is not given (``Unanswered``, or any error) raises ``_MethodRaised``: the
     transaction rolls back and the methods run themselves.
 
-    ``own`` (ADR 0040): the prelude held only the first user's owner lock. Each next user's
-    lock goes right after that user's search path, so its prepared statement always runs on
+    ``own`` (ADR 0040): the prelude holds no check. Each user's owner lock goes right after
+    that user's search path (the first user's: the prelude's), so its prepared statement runs on
     the path it was planned on (Postgres re-plans a prepared statement whenever
     ``search_path`` differs from its last run's). The tombstone check goes last, once every
     lock is held. A failing lock or tombstone fails the query as the prelude's checks would.
@@ -693,10 +688,10 @@ def _run_planned(
     for index, (group, calls) in enumerate(zip(groups, planned, strict=True)):
         if index:
             statements.append(path_statement(group.schema))
-            if own:
-                lock = owner_lock(group.schema, nowait=True)
-                texts = batch.literal(group.schema, lock, [_literal(group.user_id)])
-                statements += [(text, ()) for text in texts]
+        if own:
+            lock = owner_lock(group.schema, nowait=True)
+            texts = batch.literal(group.schema, lock, [_literal(group.user_id)])
+            statements += [(text, ()) for text in texts]
         positions.append([])
         for statement, _, _ in calls:
             sent, answering = batch.wrap(group.schema, statement)
@@ -745,16 +740,14 @@ def _checks(
     ``locks=False``: the tombstone and record check alone, for a planned batch that took
     each user's lock on that user's own search path (ADR 0040)."""
     checks: list[str] = []
-    if not locks:
-        pass  # the owner locks went out already (``_run_planned``'s ``own``)
-    elif batch is not None and batch.session is not None:
+    if locks and batch is not None and batch.session is not None:
         # Prepared statements on (ADR 0038): one lock statement per user, in the same order,
         # each its schema's own prepared statement once the session has seen it twice.
         for group in groups:
             checks += batch.literal(
                 group.schema, owner_lock(group.schema, nowait=nowait), [_literal(group.user_id)]
             )
-    else:
+    elif locks:
         lock = "FOR UPDATE NOWAIT" if nowait else "FOR UPDATE"
         owners = [
             f"SELECT 1 FROM (SELECT 1 FROM {quoted(group.schema)}.actor_owner"

@@ -103,14 +103,15 @@ def test_a_users_second_batch_prepares_its_charge_and_the_third_only_executes(us
 
     assert [o.unwrap()["count"] for o in execute([charge(a), charge(b)])] == [3, 3]
     second = planned_query(sent)
-    # Both charges and b's lock (a's leads the prelude, ahead of this query's statements).
-    assert sum(t.startswith("PREPARE") for t in second) == 3
+    # Both users' locks and charges: each lock leads its user's statements (ADR 0040).
+    assert sum(t.startswith("PREPARE") for t in second) == 4
     assert session_holds() == names(a, b)
 
     assert [o.unwrap()["count"] for o in execute([charge(a, 5), charge(b, 7)])] == [8, 10]
     third = planned_query(sent)
     assert not any(t.startswith("PREPARE") for t in third)
     assert [t.split("(")[0] for t in third if t.startswith("EXECUTE")] == [
+        f"EXECUTE {lock_name(a)}",
         f"EXECUTE {charge_name(a)}",
         f"EXECUTE {lock_name(b)}",
         f"EXECUTE {charge_name(b)}",
