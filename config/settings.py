@@ -166,8 +166,11 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 
-# Per-user actor calls hash the stable user id onto one of this many shard queues.
-KODY_ACTOR_SHARDS = envint("KODY_ACTOR_SHARDS", 4)
+# Per-user actor calls hash the stable user id onto one of this many shard queues, each
+# drained by one consumer. Set it to the shard consumers a deployment runs (one per
+# shard-worker process): more shards than that only split the batches (ADR 0041). Every web
+# process and worker must agree on it; after lowering it, `manage.py move_stranded_shards`.
+KODY_ACTOR_SHARDS = envint("KODY_ACTOR_SHARDS", 2)
 KODY_ACTORS_INLINE = envbool("KODY_ACTORS_INLINE", False)
 KODY_ACTOR_CALL_TIMEOUT = envint("KODY_ACTOR_CALL_TIMEOUT", 30)
 # A shard worker drains up to this many calls at once and commits each user's share together.

@@ -147,7 +147,20 @@ def queues() -> Section:
         {"queue": name, "depth": sum(rest[i * steps : (i + 1) * steps])}
         for i, name in enumerate(CELERY_QUEUES)
     ]
-    return {"shards": shards, "celery": celery}
+    # Calls on shards beyond the count, which no worker drains (ADR 0041): the operator
+    # moves them with ``manage.py move_stranded_shards``.
+    from kody.actors import reshard
+
+    stranded = [
+        {
+            "queue": each.queue,
+            "depth": each.depth,
+            "inflight": each.inflight,
+            "consumer": each.consumer,
+        }
+        for each in reshard.stranded(broker_client())
+    ]
+    return {"shards": shards, "celery": celery, "stranded": stranded}
 
 
 # --- lanes ----------------------------------------------------------------------------------

@@ -451,6 +451,7 @@ class ShardDrain(bootsteps.StartStopStep):
         for thread in self.threads:
             thread.start()
         log.info("draining actor shards %s", self.shards)
+        _warn_stranded()
 
     def stop(self, worker: Any) -> None:
         self.stopping.set()
@@ -459,3 +460,27 @@ class ShardDrain(bootsteps.StartStopStep):
             thread.join(timeout=max(0.1, deadline - time.monotonic()))
 
     terminate = stop
+
+
+def _warn_stranded() -> None:
+    """Say so, loudly, when calls sit on shards beyond the count (ADR 0041): no worker drains
+    them until an operator moves them."""
+    from django.db import connection
+
+    from kody.actors import reshard
+
+    try:
+        found = reshard.stranded()
+    except Exception:
+        log.warning("could not look for stranded shard queues", exc_info=True)
+        return
+    finally:
+        connection.close()  # the worker's main thread needs no database session of its own
+    for each in found:
+        log.error(
+            "%s is beyond KODY_ACTOR_SHARDS and holds %d queued and %d in-flight call(s) no"
+            " worker drains: run manage.py move_stranded_shards",
+            each.queue,
+            each.depth,
+            each.inflight,
+        )

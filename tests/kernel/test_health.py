@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from apps.accounts.models import User
 from kody import health
+from kody.actors.fence import ShardEpoch
 from kody.lanes import Cadence, Lane, LaneRun, LockContention, registry, run_lane
 from kody.lanes.models import LaneRunRecord
 from kody.userschema import schema_version
@@ -259,6 +260,7 @@ class _FakeBroker:
         self.lists, self.keys, self.replies = lists, keys, []
 
     def pipeline(self, transaction: bool = True) -> _FakeBroker:
+        self.replies = []
         return self
 
     def llen(self, key: str) -> None:
@@ -271,7 +273,7 @@ class _FakeBroker:
         return self.replies
 
 
-def test_queue_depths_read_the_transport_and_kombu_keys(monkeypatch, settings):
+def test_queue_depths_read_the_transport_and_kombu_keys(monkeypatch, settings, db):
     settings.KODY_ACTOR_SHARDS = 2
     fake = _FakeBroker(
         {
@@ -279,9 +281,14 @@ def test_queue_depths_read_the_transport_and_kombu_keys(monkeypatch, settings):
             "{actors.shard-1}.inflight": 2,
             "default": 3,
             "default\x06\x163": 4,
+            # Beyond the count (ADR 0041): a shard nothing drains any more, and one far out
+            # that only its epoch row names.
+            "{actors.shard-3}": 4,
+            "{actors.shard-70}.inflight": 1,
         },
-        {"{actors.shard-0}.lease"},
+        {"{actors.shard-0}.lease", "{actors.shard-70}.lease"},
     )
+    ShardEpoch.objects.create(shard=70, epoch=1)
     monkeypatch.setattr(health, "broker_client", lambda: fake)
     section = health.queues()
     assert section["shards"] == [
@@ -289,6 +296,10 @@ def test_queue_depths_read_the_transport_and_kombu_keys(monkeypatch, settings):
         {"queue": "actors.shard-1", "depth": 5, "inflight": 2, "consumer": False},
     ]
     assert section["celery"] == [{"queue": "default", "depth": 7}]
+    assert section["stranded"] == [
+        {"queue": "actors.shard-3", "depth": 4, "inflight": 0, "consumer": False},
+        {"queue": "actors.shard-70", "depth": 0, "inflight": 1, "consumer": True},
+    ]
 
 
 # --- failing soft ---------------------------------------------------------------------------
