@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import DatabaseError
 
 from kody.actors import transport
 from kody.actors.fence import ShardEpoch
@@ -67,9 +68,15 @@ class Stranded:
 
 
 def candidates() -> list[int]:
-    """Shard numbers at or beyond the count that may hold calls."""
+    """Shard numbers at or beyond the count that may hold calls: the probed range, and every
+    shard with an epoch row (the probed range alone while the database cannot be read, so
+    the health page's queue section still reports)."""
     count = settings.KODY_ACTOR_SHARDS
-    seen = set(ShardEpoch.objects.filter(shard__gte=count).values_list("shard", flat=True))
+    try:
+        seen = set(ShardEpoch.objects.filter(shard__gte=count).values_list("shard", flat=True))
+    except DatabaseError:
+        log.warning("stranded shards: epoch rows unreadable; looking below %d only", PROBED)
+        seen = set()
     return sorted(seen | set(range(count, max(count, PROBED))))
 
 

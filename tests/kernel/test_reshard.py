@@ -165,3 +165,15 @@ def test_moved_calls_are_run_by_a_real_worker_once_each(settings, celery_worker)
     assert Probe.call(owner, "peek")["count"] == 3  # calls[0] once, calls[1] once
     assert Probe.call(outsider, "bump") == 1  # another user's counter is untouched
     assert reshard.stranded() == []
+
+
+def test_an_unreadable_database_still_probes_the_shards_near_the_count(broker, db, monkeypatch):
+    from django.db import DatabaseError
+
+    strand(broker, OLD, [bump(f"{13:064x}")])
+
+    def unreadable(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise DatabaseError("the database is down")
+
+    monkeypatch.setattr(ShardEpoch.objects, "filter", unreadable)
+    assert reshard.stranded() == [reshard.Stranded(OLD, depth=1, inflight=0, consumer=False)]
