@@ -124,3 +124,37 @@ def test_purge_and_export_hooks_cover_every_row(owner):
     assert RunLog.call(uid, "purge")["deleted"]["runs"] == 1
     assert StorageRunner.call(uid, "purge")["deleted"]["storage_entries"] == 1
     assert RunLog.call(uid, "list_runs", {}, None, 10)["runs"] == []
+
+
+def test_a_finished_run_and_its_lines_are_written_in_one_statement(owner):
+    """The run, its log lines and the finish count go out as ONE statement (one round trip,
+    no ORM insert per table), with values stored as the ORM stores them: a missing metadata
+    or line field is SQL NULL, not JSON null, and a line's time is the database's default."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from kody.userschema.naming import schema_name_for
+
+    lines = [{"level": "warn", "message": "one", "fields": {"n": 1}}, {"message": "two"}]
+    with CaptureQueriesContext(connection) as queries:
+        run_id = record(owner, datetime(2031, 2, 1, tzinfo=UTC), lines=lines)
+    writes = [q["sql"] for q in queries if "INSERT INTO runs" in q["sql"]]
+    assert len(writes) == 1
+    assert "INSERT INTO run_logs" in writes[0] and "run_log_meta" in writes[0]
+
+    run = RunLog.call(owner.stable_user_id, "get_run", run_id)
+    assert [(x["level"], x["message"], x["fields"]) for x in run["logs"]] == [
+        ("warn", "one", {"n": 1}),
+        ("info", "two", None),
+    ]
+    assert run["metadata"] is None and run["durationMs"] == 0
+    schema = schema_name_for(owner.stable_user_id)
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT metadata_json IS NULL FROM "{schema}".runs WHERE id = %s', [run_id])
+        assert cursor.fetchone() == (True,)
+        cursor.execute(
+            f'SELECT sequence, fields_json IS NULL, logged_at IS NOT NULL FROM "{schema}".run_logs'
+            " WHERE run_id = %s ORDER BY sequence",
+            [run_id],
+        )
+        assert cursor.fetchall() == [(0, False, True), (1, True, True)]

@@ -28,8 +28,8 @@ import json
 from datetime import datetime, timedelta
 from typing import Any, TypedDict
 
-from django.db import connection
-from django.db.models import Q
+from django.db import connection, models
+from django.db.models import NOT_PROVIDED, Q
 from django.utils import timezone
 
 from apps.jobs.actor import models as m
@@ -92,8 +92,12 @@ def record_run(run: dict[str, Any], lines: list[dict[str, Any]] | None = None) -
 
 
 def record_runs(items: list[tuple[dict[str, Any], list[dict[str, Any]] | None]]) -> list[str]:
-    """``record_run`` for several runs in one go (a batch of job reports): one INSERT for the
-    runs, one for their log lines, one observability upsert per job and one finish count."""
+    """``record_run`` for several runs in one go (a batch of job reports): ONE statement
+    inserts the runs and their log lines, upserts each job's observability row and counts
+    the finishes (data-modifying CTEs on separate tables), so a run costs one round trip
+    and no ORM insert compiler (issue 9: the mixed workload's RunLog.record was three round
+    trips and most of a shard worker's Python). Each value is converted as the ORM converts
+    it on save (``Field.get_db_prep_save``); a column with a database default is left to it."""
     rows: list[m.Run] = []
     log_lines: list[m.RunLogLine] = []
     for run, lines in items:
@@ -123,18 +127,58 @@ def record_runs(items: list[tuple[dict[str, Any], list[dict[str, Any]] | None]])
             )
             for index, line in enumerate(lines[:MAX_LOG_LINES])
         )
-    m.Run.objects.bulk_create(rows)
+    if not rows:
+        return []
+    writes = [_insert(m.Run, rows)]
     if log_lines:
-        m.RunLogLine.objects.bulk_create(log_lines)
-    finished_runs = 0
-    _observe_jobs([r for r in rows if r.job_id and r.surface == "job" and r.status != "running"])
+        writes.append(_insert(m.RunLogLine, log_lines))
+    observed = _observe_jobs(
+        [r for r in rows if r.job_id and r.surface == "job" and r.status != "running"]
+    )
+    if observed is not None:
+        writes.append(observed)
+    finished_runs = sum(row.status != "running" for row in rows)
+    ctes = ", ".join(f"w{index} AS ({sql})" for index, (sql, _) in enumerate(writes))
+    params = [param for _, each in writes for param in each]
+    with connection.cursor() as cursor:
+        if finished_runs:
+            cursor.execute(f"WITH {ctes} {_COUNT_FINISH}", [*params, finished_runs])
+            finishes = cursor.fetchone()[0]
+        else:
+            cursor.execute(f"WITH {ctes} SELECT 1", params)
     for row in rows:
         if row.package_id and row.status == "success":
             _observe_package(row)
-        finished_runs += row.status != "running"
-    if finished_runs:
-        count_finish(finished_runs)
+    if finished_runs and finishes >= PRUNE_EVERY:
+        prune()
     return [row.id for row in rows]
+
+
+def _columns(model: type[models.Model]) -> list[Any]:
+    """The fields an insert writes: every column but those the database fills itself."""
+    return [f for f in model._meta.concrete_fields if f.db_default is NOT_PROVIDED]
+
+
+def _insert(model: type[models.Model], objects: list[Any]) -> tuple[str, list[Any]]:
+    """One multi-row INSERT of ``objects``, its values converted as the ORM saves them."""
+    fields = _columns(model)
+    names = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    params = [
+        f.get_db_prep_save(getattr(each, f.attname), connection) for each in objects for f in fields
+    ]
+    return (
+        f"INSERT INTO {model._meta.db_table} ({names}) VALUES {', '.join([row] * len(objects))}",
+        params,
+    )
+
+
+# The finish count's upsert, the statement the CTEs ride on (``count_finish`` as one part).
+_COUNT_FINISH = (
+    "INSERT INTO run_log_meta (key, value) VALUES ('finishes_since_retention', %s)"
+    " ON CONFLICT (key) DO UPDATE SET value = run_log_meta.value + EXCLUDED.value"
+    " RETURNING value"
+)
 
 
 def _at(value: Any) -> datetime | None:
@@ -155,8 +199,9 @@ def _clip(field: str, value: Any) -> Any:
     return value
 
 
-def _observe_jobs(runs: list[m.Run]) -> None:
-    """Each job's observability row: its last run, and its counts, in one upsert."""
+def _observe_jobs(runs: list[m.Run]) -> tuple[str, list[Any]] | None:
+    """Each job's observability row: its last run, and its counts, in one upsert (a part of
+    ``record_runs``' statement; None when no job run finished)."""
     by_job: dict[str, list[Any]] = {}
     for run in runs:  # in report order: a job's last run here is its latest
         ok = run.status == "success"
@@ -173,21 +218,20 @@ def _observe_jobs(runs: list[m.Run]) -> None:
             errors_before + int(not ok),
         ]
     if not by_job:
-        return
+        return None
     values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(by_job))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO job_run_observability (job_id, last_run_at, last_run_status,"
-            " last_run_error, last_duration_ms, run_count, success_count, error_count)"
-            f" VALUES {values} ON CONFLICT (job_id) DO UPDATE SET"
-            " last_run_at = EXCLUDED.last_run_at, last_run_status = EXCLUDED.last_run_status,"
-            " last_run_error = EXCLUDED.last_run_error,"
-            " last_duration_ms = EXCLUDED.last_duration_ms,"
-            " run_count = job_run_observability.run_count + EXCLUDED.run_count,"
-            " success_count = job_run_observability.success_count + EXCLUDED.success_count,"
-            " error_count = job_run_observability.error_count + EXCLUDED.error_count",
-            [value for row in by_job.values() for value in row],
-        )
+    return (
+        "INSERT INTO job_run_observability (job_id, last_run_at, last_run_status,"
+        " last_run_error, last_duration_ms, run_count, success_count, error_count)"
+        f" VALUES {values} ON CONFLICT (job_id) DO UPDATE SET"
+        " last_run_at = EXCLUDED.last_run_at, last_run_status = EXCLUDED.last_run_status,"
+        " last_run_error = EXCLUDED.last_run_error,"
+        " last_duration_ms = EXCLUDED.last_duration_ms,"
+        " run_count = job_run_observability.run_count + EXCLUDED.run_count,"
+        " success_count = job_run_observability.success_count + EXCLUDED.success_count,"
+        " error_count = job_run_observability.error_count + EXCLUDED.error_count",
+        [value for row in by_job.values() for value in row],
+    )
 
 
 def _observe_package(run: m.Run) -> None:
