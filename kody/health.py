@@ -125,42 +125,27 @@ def _kombu_lists(queue: str) -> list[str]:
 
 
 def queues() -> Section:
-    shard_names = transport.all_queue_names()
-    pipe = broker_client().pipeline(transaction=False)
-    for shard in range(len(shard_names)):
-        pipe.llen(transport.queue_key(shard))
-        pipe.llen(transport.inflight_key(shard))
-        pipe.exists(transport.lease_key(shard))
+    from kody.actors import reshard
+
+    client = broker_client()
+    shards = reshard.states(range(settings.KODY_ACTOR_SHARDS), client)
+    pipe = client.pipeline(transaction=False)
     for name in CELERY_QUEUES:
         for key in _kombu_lists(name):
             pipe.llen(key)
     replies = pipe.execute()
-    shards = []
-    for index, name in enumerate(shard_names):
-        depth, inflight, leased = replies[index * 3 : index * 3 + 3]
-        shards.append(
-            {"queue": name, "depth": depth, "inflight": inflight, "consumer": bool(leased)}
-        )
-    rest = replies[len(shard_names) * 3 :]
     steps = len(_KOMBU_PRIORITY_STEPS)
     celery = [
-        {"queue": name, "depth": sum(rest[i * steps : (i + 1) * steps])}
+        {"queue": name, "depth": sum(replies[i * steps : (i + 1) * steps])}
         for i, name in enumerate(CELERY_QUEUES)
     ]
-    # Calls on shards beyond the count, which no worker drains (ADR 0041): the operator
-    # moves them with ``manage.py move_stranded_shards``.
-    from kody.actors import reshard
-
-    stranded = [
-        {
-            "queue": each.queue,
-            "depth": each.depth,
-            "inflight": each.inflight,
-            "consumer": each.consumer,
-        }
-        for each in reshard.stranded(broker_client())
-    ]
-    return {"shards": shards, "celery": celery, "stranded": stranded}
+    return {
+        "shards": [each.row() for each in shards],
+        "celery": celery,
+        # Calls on shards beyond the count, which no worker drains (ADR 0041): the operator
+        # moves them with ``manage.py move_stranded_shards``.
+        "stranded": [each.row() for each in reshard.stranded(client)],
+    }
 
 
 # --- lanes ----------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ same key is answered from the record.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -56,15 +56,42 @@ class ShardLeased(Exception):
 
 
 @dataclass(frozen=True)
-class Stranded:
+class ShardState:
+    """What is on one shard, read from the broker (content-free: counts only)."""
+
     shard: int
     depth: int  # calls queued
-    inflight: int  # calls taken and never answered
-    consumer: bool  # a consumer holds its lease (a worker on the old count still runs)
+    inflight: int  # calls taken and not yet answered
+    consumer: bool  # a consumer holds its lease
 
     @property
     def queue(self) -> str:
         return transport.queue_name(self.shard)
+
+    def row(self) -> dict[str, object]:
+        """As the health page lists it."""
+        return {
+            "queue": self.queue,
+            "depth": self.depth,
+            "inflight": self.inflight,
+            "consumer": self.consumer,
+        }
+
+
+def states(shards: Iterable[int], client: object | None = None) -> list[ShardState]:
+    """Each shard's queue depth, in-flight count and lease, in one pipeline."""
+    redis_client = client if client is not None else transport.client()
+    shards = list(shards)
+    pipe = redis_client.pipeline(transaction=False)  # type: ignore[attr-defined]
+    for shard in shards:
+        pipe.llen(transport.queue_key(shard))
+        pipe.llen(transport.inflight_key(shard))
+        pipe.exists(transport.lease_key(shard))
+    replies = pipe.execute()
+    return [
+        ShardState(shard, int(replies[i * 3]), int(replies[i * 3 + 1]), bool(replies[i * 3 + 2]))
+        for i, shard in enumerate(shards)
+    ]
 
 
 def candidates() -> list[int]:
@@ -80,29 +107,17 @@ def candidates() -> list[int]:
     return sorted(seen | set(range(count, max(count, PROBED))))
 
 
-def stranded(client: object | None = None) -> list[Stranded]:
-    """The shards beyond the count with calls on them, in shard order."""
-    redis_client = client if client is not None else transport.client()
-    shards = candidates()
-    pipe = redis_client.pipeline(transaction=False)  # type: ignore[attr-defined]
-    for shard in shards:
-        pipe.llen(transport.queue_key(shard))
-        pipe.llen(transport.inflight_key(shard))
-        pipe.exists(transport.lease_key(shard))
-    replies = pipe.execute()
-    found = []
-    for index, shard in enumerate(shards):
-        depth, inflight, leased = replies[index * 3 : index * 3 + 3]
-        if depth or inflight:
-            found.append(Stranded(shard, int(depth), int(inflight), bool(leased)))
-    return found
+def stranded(client: object | None = None) -> list[ShardState]:
+    """The shards beyond the count with calls on them, in shard order (``consumer``: a
+    worker on the old count still holds one)."""
+    return [each for each in states(candidates(), client) if each.depth or each.inflight]
 
 
 @dataclass
 class Moved:
     calls: int = 0
     malformed: int = 0
-    to: dict[int, int] | None = None  # calls moved onto each current shard
+    to: dict[int, int] = field(default_factory=dict)  # calls moved onto each current shard
 
 
 def move(shard: int, *, progress: Callable[[int], None] | None = None) -> Moved:
@@ -117,7 +132,7 @@ def move(shard: int, *, progress: Callable[[int], None] | None = None) -> Moved:
     client = transport.client()
     remove = client.register_script(_REMOVE_OLDEST)
     lease = transport.lease_key(shard)
-    done = Moved(to={})
+    done = Moved()
     for source in (transport.inflight_key(shard), transport.queue_key(shard)):
         while True:
             if client.exists(lease):

@@ -66,7 +66,7 @@ def test_stranded_calls_move_oldest_first_onto_their_users_shards_now(broker, db
     strand(broker, OLD, queued, taken)
     broker.lpush(transport.queue_key(OLD), b"not a call")  # newest; dropped, counted
 
-    assert reshard.stranded() == [reshard.Stranded(OLD, depth=4, inflight=2, consumer=False)]
+    assert reshard.stranded() == [reshard.ShardState(OLD, depth=4, inflight=2, consumer=False)]
     seen: list[int] = []
     moved = reshard.move(OLD, progress=seen.append)
 
@@ -108,7 +108,7 @@ def test_a_far_shard_is_found_by_its_epoch_row(broker, db):
     strand(broker, far, [bump(f"{9:064x}")])
     assert reshard.stranded() == []  # beyond the probed range and never consumed: not looked at
     ShardEpoch.objects.create(shard=far, epoch=3)
-    assert reshard.stranded() == [reshard.Stranded(far, depth=1, inflight=0, consumer=False)]
+    assert reshard.stranded() == [reshard.ShardState(far, depth=1, inflight=0, consumer=False)]
 
 
 def test_the_command_lists_moves_and_then_finds_nothing(broker, db):
@@ -176,4 +176,4 @@ def test_an_unreadable_database_still_probes_the_shards_near_the_count(broker, d
         raise DatabaseError("the database is down")
 
     monkeypatch.setattr(ShardEpoch.objects, "filter", unreadable)
-    assert reshard.stranded() == [reshard.Stranded(OLD, depth=1, inflight=0, consumer=False)]
+    assert reshard.stranded() == [reshard.ShardState(OLD, depth=1, inflight=0, consumer=False)]
