@@ -42,14 +42,19 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-@functools.cache
-def postgres_socket_dir(data_dir: Path | None = None) -> Path:
-    """Start (or reuse) the embedded Postgres and return its socket directory."""
-    # pgserver logs every handle it opens and closes, and platformdirs warns without this.
+def _pgserver_env() -> None:
+    """What pgserver needs before it is imported: its per-handle logging quiet, and a runtime
+    directory (platformdirs warns without ``XDG_RUNTIME_DIR``)."""
     logging.getLogger("pgserver").setLevel(logging.WARNING)
     os.environ.setdefault("XDG_RUNTIME_DIR", str(var_dir() / "run"))
     Path(os.environ["XDG_RUNTIME_DIR"]).mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(os.environ["XDG_RUNTIME_DIR"], 0o700)
+
+
+@functools.cache
+def postgres_socket_dir(data_dir: Path | None = None) -> Path:
+    """Start (or reuse) the embedded Postgres and return its socket directory."""
+    _pgserver_env()
     import pgserver  # imported lazily: production never needs it
 
     data_dir = data_dir or var_dir() / "postgres"
@@ -164,6 +169,7 @@ def stop_postgres(data_dir: Path | None = None) -> None:
     pid = postgres_pid(data_dir)
     if pid is None:
         return
+    _pgserver_env()
     import pgserver  # noqa: F401  (pg_ctl ships with it)
     from pgserver._commands import pg_ctl
 
