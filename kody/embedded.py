@@ -213,17 +213,18 @@ def redis_url(data_dir: Path | None = None) -> str:
     return start_redis(data_dir or var_dir() / "redis")
 
 
-SERVERS = ("postgres", "redis")
+# Each embedded server: where its pid is read from and how it is stopped, by data directory.
+_SERVERS = {
+    "postgres": (postgres_pid, stop_postgres),
+    "redis": (redis_pid, stop_redis),
+}
+SERVERS = tuple(_SERVERS)
 
 
 def running(data_dir: Path | None = None) -> set[str]:
     """Which embedded servers under ``data_dir`` (default ``var/``) are up now."""
     root = data_dir or var_dir()
-    pids = {
-        "postgres": postgres_pid(root / "postgres"),
-        "redis": redis_pid(root / "redis"),
-    }
-    return {name for name, pid in pids.items() if alive(pid)}
+    return {name for name, (pid, _) in _SERVERS.items() if alive(pid(root / name))}
 
 
 def stop_started(before: set[str], data_dir: Path | None = None) -> list[str]:
@@ -231,10 +232,11 @@ def stop_started(before: set[str], data_dir: Path | None = None) -> list[str]:
     (the test suite) started itself; one that was already up (a ``manage.py up`` beside it)
     is left alone. The names stopped, in order."""
     root = data_dir or var_dir()
+    up = running(root)
     stopped = []
-    for name in SERVERS:
-        if name in running(root) and name not in before:
-            (stop_postgres if name == "postgres" else stop_redis)(root / name)
+    for name, (_, stop) in _SERVERS.items():
+        if name in up and name not in before:
+            stop(root / name)
             stopped.append(name)
     return stopped
 

@@ -173,7 +173,7 @@ def _insert(model: type[models.Model], objects: list[Any]) -> tuple[str, list[An
     )
 
 
-# The finish count's upsert, the statement the CTEs ride on (``count_finish`` as one part).
+# The finish count's upsert: ``count_finish`` runs it alone, ``record_runs`` with its CTEs.
 _COUNT_FINISH = (
     "INSERT INTO run_log_meta (key, value) VALUES ('finishes_since_retention', %s)"
     " ON CONFLICT (key) DO UPDATE SET value = run_log_meta.value + EXCLUDED.value"
@@ -255,12 +255,7 @@ def _observe_package(run: m.Run) -> None:
 
 def count_finish(n: int = 1) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO run_log_meta (key, value) VALUES ('finishes_since_retention', %s)"
-            " ON CONFLICT (key) DO UPDATE SET value = run_log_meta.value + EXCLUDED.value"
-            " RETURNING value",
-            [n],
-        )
+        cursor.execute(_COUNT_FINISH, [n])
         finishes = cursor.fetchone()[0]
     if finishes >= PRUNE_EVERY:
         prune()
