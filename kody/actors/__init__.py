@@ -3,6 +3,7 @@
 from kody.actors.base import (
     Actor,
     CallContext,
+    Planned,
     Unanswered,
     deletion_safe,
     is_deletion_safe,
@@ -28,6 +29,7 @@ __all__ = [
     "CallContext",
     "LockOrderRefused",
     "OwnerMismatch",
+    "Planned",
     "UnknownActor",
     "Unanswered",
     "UnknownMethod",

@@ -205,6 +205,35 @@ class Unanswered(Exception):
     """A statement form's rows do not answer its call: the kernel runs the method itself."""
 
 
+class Planned(tuple):  # type: ignore[type-arg]
+    """A statement form's statement given as its CTEs and its final query: still the
+    ``(sql, params)`` pair every planned path sends (``WITH <ctes> <select>``), and what a lone
+    call needs to go out in ONE round trip with its record, its fence guard and ``COMMIT``
+    (ADR 0042). The kernel then joins the call's record to the statement as one more CTE
+    that stores the final query's rows, and fails the statement when there are none.
+
+    Its form promises two things: its ``answer`` answers ANY rows but none (no rows is the
+    one ``Unanswered``), and it answers them from their JSON form (the rows as ``json_agg``
+    writes them: numbers, strings, booleans, nulls), which is what the lone call's answer and
+    every later answer from its record are given. ``params`` are named (``%(name)s``);
+    names starting with ``kody_`` are the kernel's."""
+
+    ctes: str
+    select: str
+
+    def __new__(cls, ctes: str, select: str, params: dict[str, Any]) -> Planned:
+        if not isinstance(params, dict):
+            raise TypeError("a Planned statement takes named parameters")
+        self = super().__new__(cls, (f"WITH {ctes}\n{select}", params))
+        self.ctes = ctes
+        self.select = select
+        return self
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self[1]  # type: ignore[no-any-return]
+
+
 def one_statement(plan: Any, answer: Any) -> Any:
     """Mark a method whose whole effect is one statement: ``plan(*args, **kwargs)`` builds it
     (SQL and parameters, on the user's search path, as the method would send it; None when
@@ -214,7 +243,8 @@ def one_statement(plan: Any, answer: Any) -> Any:
     call without a plan, any ``Unanswered`` and any error makes the kernel run the batch's
     methods themselves. Both must be pure functions of their arguments: no reads, no
     writes, no state. The method stays the authority: it must do exactly what the
-    statement does when the answer would be given."""
+    statement does when the answer would be given. A plan that returns a ``Planned`` lets
+    a lone call go out in one round trip (ADR 0042), on the promises ``Planned`` names."""
 
     def mark(method: Any) -> Any:
         method.kody_statement = (plan, answer)

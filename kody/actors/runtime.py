@@ -48,11 +48,14 @@ round trips instead of C + 2. A check that fails rolls it back and the batch run
 Every transaction that commits calls ends with the fence guard (``kody.actors.fence``): a
 shard consumer that lost its shard raises ``FenceLost`` there, before COMMIT, and ``execute``
 lets it through without answering anyone. The call records, the guard and the COMMIT go out
-in one round trip (``_finish``).
+in one round trip (``_finish``). A lone call whose statement form is a ``Planned`` sends even
+those with its prelude and its statement, its record joined to the statement as one more CTE
+holding the statement's rows: one round trip in all (``_run_recorded``, ADR 0042).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -71,6 +74,7 @@ from django.db.utils import IntegrityError, ProgrammingError
 from kody.actors import fence, prepared
 from kody.actors.base import (
     CallContext,
+    Planned,
     actor_named,
     is_deletion_safe,
     method_of,
@@ -367,20 +371,35 @@ def _finish(writes: list[Statement], connection: BaseDatabaseWrapper) -> None:
     When the methods sent no statement, the transaction's deferred prelude (``BEGIN``, search
     path, checks) is still pending: ``in_one_query`` sends it first, and its failure is
     ``deferred.failed`` as on a method's statement."""
+    statements = _merged(writes) + _ending(connection)
+    if statements:
+        _send_ending(connection, statements, rows=False)
+
+
+def _ending(connection: BaseDatabaseWrapper) -> list[Statement]:
+    """What ends a transaction that ran calls: the fence guard, and ``COMMIT`` when this is
+    the outermost transaction and nothing marked it for rollback."""
+    statements: list[Statement] = []
     guard = fence.guard()
-    statements = _merged(writes)
     if guard is not None:
         statements.append(guard)
     if len(connection.atomic_blocks) == 1 and not connection.needs_rollback:
         statements.append(("COMMIT", ()))
-    if not statements:
-        return
+    return statements
+
+
+def _send_ending(
+    connection: BaseDatabaseWrapper, statements: list[Statement], *, rows: bool | set[int]
+) -> list[list[tuple]]:
+    """Send a query that ends with ``_ending``'s statements, as ``_finish`` describes: refuse
+    a transaction marked for rollback, the guard's failure as ``FenceLost``, the query in
+    Django's log when it logs queries."""
     connection.validate_no_broken_transaction()
     started = time.monotonic() if connection.queries_logged else None
     try:
         # Literal SQL (``_literal``); a statement with parameters is bound on its own, so a
         # literal's ``%`` is never read as a placeholder.
-        in_one_query(connection, statements, rows=False)
+        return in_one_query(connection, statements, rows=rows)
     except DatabaseError as exc:
         fenced = fence.lost(exc)
         if fenced is not None:
@@ -430,7 +449,8 @@ def _in_transaction(
             raise _mismatch(group)
         # Marked for deletion (the registry's tombstone): only deletion-safe methods run.
         restricted = bool(tombstone and tombstone[0][0] is not None)
-        done = {call_id: Outcome.parse(text) for call_id, text in records}
+        mine = {call.id: call for call in group.calls}
+        done = {call_id: _recalled(text, mine.get(call_id)) for call_id, text in records}
         return _run_calls(group, connection, done, savepoints=savepoints, restricted=restricted)
 
 
@@ -577,6 +597,10 @@ def _prelude_first(
         ):
             results: list[list[Outcome]] = []
             writes: list[Statement] = []
+            recordable = _recordable(planned) if lone and planned is not None else None
+            if recordable is not None:
+                # One call whose statement carries its record: everything in one query.
+                return _run_recorded(groups[0], recordable, connection, batch)
             if planned is not None:
                 # Every call has a statement form: all of them in the prelude's one query.
                 # No record check ran ahead of them: a call that has a record fails its
@@ -611,6 +635,8 @@ def _prelude_first(
             _finish(writes, connection)
         return results
     except _Recorded:
+        if deferred is not None and deferred.failed is not None:
+            batch.failed(deferred.failed)  # the record's insert rode in the prelude's query
         return None  # rolled back: the plain path answers the recorded calls from their records
     except Exception as exc:
         failed = deferred.failed if deferred is not None else None
@@ -635,11 +661,10 @@ _Planned = list[list[tuple[Statement, Any, Call]]]
 def _planned(groups: Sequence[_Group]) -> _Planned | None:
     """Each call's statement and answer when every call of a batch has a statement form
     (``kody.actors.base.one_statement``) that plans it; else None, and the methods run one
-    by one. A lone call takes it only with prepared statements on (ADR 0038): its records
-    wait for its answer either way, so its round trips are the same, and what it gains is
-    its schema's prepared statement instead of one parsed and planned per call."""
-    if sum(len(group.calls) for group in groups) < 2 and not prepared.limit():
-        return None
+    by one. A lone call takes it when its statement is a ``Planned`` (its record rides in the
+    statement: one round trip, ADR 0042) or with prepared statements on (ADR 0038: its
+    records wait for its answer, so what it gains is its schema's prepared statement)."""
+    lone = sum(len(group.calls) for group in groups) < 2
     planned: _Planned = []
     for group in groups:
         mine = []
@@ -654,9 +679,21 @@ def _planned(groups: Sequence[_Group]) -> _Planned | None:
                 return None  # an unknown actor or bad arguments: the method itself answers
             if statement is None:
                 return None
+            if lone and not isinstance(statement, Planned) and not prepared.limit():
+                return None
             mine.append((statement, answer, call))
         planned.append(mine)
     return planned
+
+
+def _recordable(planned: _Planned) -> tuple[Planned, Any, Call] | None:
+    """The one call of a lone planned batch when its statement can carry its own record
+    (``Planned``, ADR 0042)."""
+    if len(planned) == 1 and len(planned[0]) == 1:
+        statement, answer, call = planned[0][0]
+        if isinstance(statement, Planned):
+            return statement, answer, call
+    return None
 
 
 def _run_planned(
@@ -713,6 +750,109 @@ def _run_planned(
             outcomes.append(Outcome.success(value))
         results.append(outcomes)
     return results
+
+
+# A lone call's record, joined to its statement (``_with_record``): the final query's rows
+# as JSON text (``json_agg`` keeps the columns' order, which jsonb would not), inserted as
+# the record's outcome when there are any; the statement's answer is the same text, and it
+# divides by zero when there is none (``Unanswered``: the method runs itself).
+_WITH_RECORD = """WITH {ctes},
+    kody_answer AS ({select}),
+    kody_rows AS (
+        SELECT json_agg(kody_a)::text AS kody_json, count(*) AS kody_n
+          FROM kody_answer AS kody_a),
+    kody_record AS (
+        INSERT INTO actor_calls (id, actor, method, outcome, created_at)
+        SELECT %(kody_call)s::text, %(kody_actor)s::text, %(kody_method)s::text,
+               jsonb_build_object('ok', true, 'rows', kody_json), now()
+          FROM kody_rows WHERE kody_n > 0)
+SELECT kody_json, 1 / (kody_n > 0)::int FROM kody_rows"""
+
+
+def _with_record(statement: Planned, call: Call) -> Statement:
+    """``statement`` with ``call``'s record in it (ADR 0042): the same text for every call of
+    a form, so a schema's prepared statement serves them all; the call's names are values."""
+    sql = _WITH_RECORD.format(ctes=statement.ctes, select=statement.select)
+    values = {"kody_call": call.id, "kody_actor": call.actor, "kody_method": call.method}
+    return sql, {**statement.params, **values}
+
+
+def _run_recorded(
+    group: _Group,
+    recordable: tuple[Planned, Any, Call],
+    connection: BaseDatabaseWrapper,
+    batch: prepared.Batch,
+) -> list[list[Outcome]]:
+    """A lone planned call in ONE round trip (ADR 0042): the prelude (``BEGIN``, search
+    path, timeouts, owner lock, tombstone), its statement with its record joined to it, the
+    hourly prune when due, the fence guard and ``COMMIT``, as one query.
+
+    The record holds the statement's rows, not an answer: the answer is made from those rows
+    once they are back, after the ``COMMIT`` went out with them, and every later answer from
+    the record (a redelivery, a retry with the caller's key: ``_recalled``) is made from the
+    same rows the same way. When the statement has no rows (``Unanswered``) it divides by
+    zero, so nothing commits and the method runs itself, the plain way. A call that already
+    has a record fails the record's insert (``_Recorded``), as a planned batch's does."""
+    statement, answer, call = recordable
+    sent, answering = batch.wrap(group.schema, _with_record(statement, call))
+    statements = [*sent, *_record_statements(group, []), *_ending(connection)]
+    try:
+        rows = _send_ending(connection, statements, rows={answering})
+    except IntegrityError as exc:
+        if _recorded(exc):
+            raise _Recorded from exc
+        raise
+    ((text, _),) = rows[answering]
+    return [[_answered(call, answer, text)]]
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """A JSON object's pairs, in their order (``json.loads``' ``object_pairs_hook``)."""
+
+
+def _stored_rows(text: str) -> list[tuple]:
+    """A statement's rows from ``json_agg``'s text: each row a tuple of its columns' values in
+    their order (a row is an object keyed by column name, and names may repeat)."""
+    return [
+        tuple(_plain(value) for _, value in row)
+        for row in json.loads(text, object_pairs_hook=_Pairs)
+    ]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, _Pairs):
+        return {key: _plain(each) for key, each in value}
+    if isinstance(value, list):
+        return [_plain(each) for each in value]
+    return value
+
+
+def _answered(call: Call, answer: Any, text: str) -> Outcome:
+    """``call``'s outcome from its statement's stored rows (``_run_recorded``). Its effect has
+    committed: an answer that fails here fails the call (recorded as rows, so every answer
+    from the record fails alike) instead of running the method again."""
+    try:
+        return Outcome.success(answer(_stored_rows(text), *call.args, **call.kwargs))
+    except Exception as exc:
+        return Outcome.failure(exc)
+
+
+def _recalled(text: str, call: Call | None) -> Outcome:
+    """A call's outcome from its record: the outcome as stored, or for a record of a lone
+    planned call (``{"ok": true, "rows": …}``, ADR 0042) the answer its form gives the stored
+    rows — what the call was answered when it ran."""
+    data = json.loads(text)
+    if "rows" not in data:
+        return Outcome(text=text, ok=bool(data["ok"]))
+    try:
+        if call is None:
+            raise LookupError("a record of rows without its call")
+        form = statement_form(actor_named(call.actor), call.method)
+        if form is None:
+            raise LookupError(f"{call.actor}.{call.method} has no statement form any more")
+    except Exception as exc:
+        return Outcome.failure(exc)
+    return _answered(call, form[1], data["rows"])
 
 
 def _checks(
@@ -882,7 +1022,8 @@ def _batch_prelude(
         if index < 0:
             marked.add(key)
         else:
-            done[index][key] = Outcome.parse(text)
+            call = next((each for each in groups[index].calls if each.id == key), None)
+            done[index][key] = _recalled(text, call)
     return [
         (owner_of.get(index), done[index], group.user_id in marked)
         for index, group in enumerate(groups)

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from apps.entitlements.actor.models import DailyCounter
 from kody import outbox
-from kody.actors import Actor, deletion_safe, reads
+from kody.actors import Actor, Planned, Unanswered, deletion_safe, one_statement, reads
 from kody.errors import KodyError
 
 
@@ -52,8 +52,46 @@ notes: list[str] = []
 seen_connections: list[Any] = []
 
 
+# The day of Probe.tally's counter row (fixed: nothing about it depends on the calendar).
+TALLY_DAY = date(2000, 1, 2)
+_TALLY = (
+    "UPDATE daily_counters SET count = count + 1, revision = revision + 1"
+    " WHERE resource = 'execute_calls_per_day' AND day = %(day)s RETURNING count"
+)
+
+
+def _plan_tally(label: str, answer_fails: bool = False) -> Planned:
+    # Columns JSON must carry back as they were: a repeated name, text, a nested object.
+    select = (
+        "SELECT count, %(label)s::text AS label, jsonb_build_object('k', count) AS doc,"
+        " count FROM tallied"
+    )
+    return Planned(f"tallied AS ({_TALLY})", select, {"day": TALLY_DAY, "label": label})
+
+
+def _answer_tally(rows: list[tuple], label: str, answer_fails: bool = False) -> dict[str, Any]:
+    if not rows:
+        raise Unanswered("no tally row yet")
+    count, named, doc, twice = rows[0]
+    if answer_fails:
+        raise ProbeFailed("the answer refused its rows", details={"count": count})
+    return {"count": count, "label": named, "doc": doc, "twice": twice}
+
+
 class Probe(Actor):
     name = "tests.Probe"
+
+    @one_statement(_plan_tally, _answer_tally)
+    def tally(self, label: str, answer_fails: bool = False) -> dict[str, Any]:
+        """A planned bump of its own counter row (``Planned``: ADR 0042); the day's first
+        call creates the row, which the statement form cannot."""
+        DailyCounter.objects.get_or_create(
+            resource="execute_calls_per_day", day=TALLY_DAY, defaults={"count": 0}
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(_TALLY, {"day": TALLY_DAY})
+            (count,) = cursor.fetchone()
+        return _answer_tally([(count, label, {"k": count}, count)], label, answer_fails)
 
     def whoami(self) -> dict[str, str]:
         with connection.cursor() as cursor:

@@ -45,21 +45,24 @@ def paths(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
         yield seen
 
 
-def test_a_keyless_inline_call_is_two_queries_and_so_is_a_keyed_one(users, paths):
+def test_a_keyless_inline_call_is_one_query_and_so_is_a_keyed_one(users, paths):
+    """A lone charge's statement carries its record, fence guard and ``COMMIT`` (ADR 0042)."""
     a, _ = users
     charge = {"resource": "execute_calls_per_day", "day": timezone.now().date().isoformat()}
-    assert UserMeter.call(a, "consume", limit=10, **charge)["allowed"] is True
-    assert paths == {"fresh": 1, "fell_back": 0, "queries": 2}
+    before = UserMeter.call(a, "read", **charge)["count"]
+    paths["queries"] = 0  # the read's own
+    assert UserMeter.call(a, "consume", limit=10, **charge)["count"] == before + 1
+    assert paths == {"fresh": 1, "fell_back": 0, "queries": 1}
     paths["queries"] = 0
     first = UserMeter.call(a, "consume", limit=10, idempotency_key="k", **charge)
-    assert paths == {"fresh": 2, "fell_back": 0, "queries": 2}  # keyed: checked by its insert
+    assert paths == {"fresh": 2, "fell_back": 0, "queries": 1}  # keyed: checked by its insert
     paths["queries"] = 0
-    # Its retry meets the record: a planned call's records' insert is its record check
-    # (ADR 0039), so the charge's query and the failed insert's roll back, and the plain
-    # path answers from the record.
+    # Its retry meets the record: the record's insert is its record check (ADR 0039), so the
+    # charge's one query rolls back, and the plain path answers from the record (its
+    # prelude reads it, then COMMIT).
     assert UserMeter.call(a, "consume", limit=10, idempotency_key="k", **charge) == first
-    assert paths == {"fresh": 3, "fell_back": 1, "queries": 2 + 2}
-    assert UserMeter.call(a, "read", **charge)["count"] == first["count"]  # charged once
+    assert paths == {"fresh": 3, "fell_back": 1, "queries": 1 + 2}
+    assert UserMeter.call(a, "read", **charge)["count"] == first["count"] == before + 2
 
 
 def test_the_prelude_rides_on_the_first_statement_with_its_begin(users, settings):

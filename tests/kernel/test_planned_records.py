@@ -82,14 +82,17 @@ def test_a_redelivered_lone_planned_call_answers_its_record(users, monkeypatch):
 
 
 def test_a_lone_call_off_the_planned_path_still_checks_its_record_first(users, settings):
-    settings.KODY_ACTOR_PREPARED_MAX = 0  # a lone call is planned only with them on
+    """``refund`` has no statement form: a lone refund with its id off the wire checks for
+    its record in the prelude, and a second run answers from it."""
     a = users[0]
-    call = charge(a, 2)
+    assert execute([charge(a, 2)])[0].unwrap()["count"] == 3
+    kwargs = {"resource": RESOURCE, "day": DAY, "amount": 1}
+    call = probe_call(a, "refund", actor=UserMeter.name, **kwargs)
     with sent_with_the_prelude() as queries:
-        assert execute([call])[0].unwrap()["count"] == 3
+        assert execute([call])[0].unwrap()["count"] == 2
     assert "actor_calls WHERE id IN" in queries[0]
-    assert execute([call])[0].unwrap()["count"] == 3  # answered from the record
-    assert count(a) == 3
+    assert execute([call])[0].unwrap()["count"] == 2  # answered from the record
+    assert count(a) == 2
 
 
 def test_another_users_batch_is_not_answered_from_these_records(users):

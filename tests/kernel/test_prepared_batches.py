@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from apps.entitlements.actor import UserMeter
-from apps.entitlements.actor.meter import _CONSUME_OR_CURRENT
+from apps.entitlements.actor.meter import _CONSUME_OR_CURRENT, _plan_consume
 from kody.actors import prepared, runtime
 from kody.actors.prepared import name_for, numbered
 from kody.actors.runtime import execute, owner_lock
@@ -71,6 +71,13 @@ def session_holds() -> set[str]:
 
 def charge_name(user: str) -> str:
     return name_for(schema_name_for(user), _CONSUME_OR_CURRENT)
+
+
+def lone_charge_name(user: str) -> str:
+    """A lone charge's prepared statement: the charge with its record joined (ADR 0042)."""
+    planned = _plan_consume(RESOURCE, DAY, 1000)
+    call = probe_call(user, "consume", actor=UserMeter.name)
+    return name_for(schema_name_for(user), runtime._with_record(planned, call)[0])
 
 
 def lock_name(user: str, *, nowait: bool = True) -> str:
@@ -226,7 +233,7 @@ def test_a_lone_inline_charge_runs_as_its_prepared_statement(users, settings):
     a = users[0]
     for _ in range(3):
         UserMeter.call(a, "consume", resource=RESOURCE, day=DAY, limit=1000)
-    assert charge_name(a) in session_holds()
+    assert lone_charge_name(a) in session_holds()
     assert count(a) == 4
     first = UserMeter.call(a, "consume", resource=RESOURCE, day="2031-03-15", limit=1000)
     assert (first["allowed"], first["count"]) == (True, 1)
@@ -289,7 +296,9 @@ def test_a_lone_calls_prelude_executes_its_prepared_lock(users, monkeypatch):
     assert first[0] == "BEGIN" and "set_config('search_path'" in first[1]
     assert first[2].startswith(f"EXECUTE {lock_name(a, nowait=False)}(")
     assert "deleting_at" in first[3]
-    assert first[4].startswith(f"EXECUTE {charge_name(a)}(")
+    # The charge with its record, then the fence guard's place and COMMIT: one query.
+    assert first[4].startswith(f"EXECUTE {lone_charge_name(a)}(")
+    assert first[-1] == "COMMIT" and len(queries) == 1
 
 
 def test_a_batchs_owner_locks_run_each_on_its_users_own_path_in_ascending_order(users):

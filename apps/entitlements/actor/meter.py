@@ -47,7 +47,7 @@ from apps.entitlements.actor.replies import (
     WriteLeaseAcquired,
     WriteLeaseReleased,
 )
-from kody.actors import Actor, Unanswered, deletion_safe, one_statement, reads
+from kody.actors import Actor, Planned, Unanswered, deletion_safe, one_statement, reads
 from kody.errors import AccountDeleting
 
 USER_METER_VERSION = 12  # the original's UserMeter schema version this meter implements
@@ -98,18 +98,20 @@ _CURRENT = f"SELECT count, revision FROM {COUNTERS} WHERE resource = %(resource)
 # with its other calls, ADR 0037): the charge, else the row as it stands. Every part of it
 # reads the same snapshot, so the second branch sees the row the charge did not change. No
 # row at all (the day's first call) answers nothing: the method bootstraps it.
-_CONSUME_OR_CURRENT = f"""
-WITH {_PRUNE},
+# Given as its CTEs and its final query (``Planned``), so a lone call can carry its record in
+# the same statement (ADR 0042); its rows are (allowed, count, revision), which JSON keeps.
+_CONSUME_OR_CURRENT_CTES = f"""{_PRUNE},
     charged AS (
         UPDATE {COUNTERS} SET count = count + %(amount)s, revision = revision + 1,
                updated_at = now()
          WHERE resource = %(resource)s AND day = %(day)s AND count + %(amount)s <= %(limit)s
-        RETURNING count, revision)
-SELECT true, count, revision FROM charged
+        RETURNING count, revision)"""
+_CONSUME_OR_CURRENT_SELECT = f"""SELECT true AS allowed, count, revision FROM charged
 UNION ALL
 SELECT false, count, revision FROM {COUNTERS}
  WHERE resource = %(resource)s AND day = %(day)s AND NOT EXISTS (SELECT 1 FROM charged)
 """
+_CONSUME_OR_CURRENT = f"WITH {_CONSUME_OR_CURRENT_CTES}\n{_CONSUME_OR_CURRENT_SELECT}"
 
 
 class UnknownResource(ValueError):
@@ -129,8 +131,9 @@ def _consume_params(resource: str, day: str, limit: int, amount: int) -> dict[st
 
 def _plan_consume(
     resource: str, day: str, limit: int, amount: int = 1, bootstrap: bool = True
-) -> tuple[str, dict[str, Any]]:
-    return _CONSUME_OR_CURRENT, _consume_params(resource, day, limit, amount)
+) -> Planned:
+    params = _consume_params(resource, day, limit, amount)
+    return Planned(_CONSUME_OR_CURRENT_CTES, _CONSUME_OR_CURRENT_SELECT, params)
 
 
 def _answer_consume(
