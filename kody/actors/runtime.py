@@ -50,11 +50,13 @@ shard consumer that lost its shard raises ``FenceLost`` there, before COMMIT, an
 lets it through without answering anyone. The call records, the guard and the COMMIT go out
 in one round trip (``_finish``). A lone call whose statement form is a ``Planned`` sends even
 those with its prelude and its statement, its record joined to the statement as one more CTE
-holding the statement's rows: one round trip in all (``_run_recorded``, ADR 0042).
+holding the statement's rows: one round trip in all (``_run_carried``, ADR 0042); so does a
+batch whose every statement is one (ADR 0043).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -597,10 +599,9 @@ def _prelude_first(
         ):
             results: list[list[Outcome]] = []
             writes: list[Statement] = []
-            recordable = _recordable(planned) if lone and planned is not None else None
-            if recordable is not None:
-                # One call whose statement carries its record: everything in one query.
-                return _run_recorded(groups[0], recordable, connection, batch)
+            if planned is not None and _carried(planned):
+                # Every statement carries its own record: the whole batch in one query.
+                return _run_carried(groups, planned, connection, batch, own=own)
             if planned is not None:
                 # Every call has a statement form: all of them in the prelude's one query.
                 # No record check ran ahead of them: a call that has a record fails its
@@ -686,14 +687,10 @@ def _planned(groups: Sequence[_Group]) -> _Planned | None:
     return planned
 
 
-def _recordable(planned: _Planned) -> tuple[Planned, Any, Call] | None:
-    """The one call of a lone planned batch when its statement can carry its own record
-    (``Planned``, ADR 0042)."""
-    if len(planned) == 1 and len(planned[0]) == 1:
-        statement, answer, call = planned[0][0]
-        if isinstance(statement, Planned):
-            return statement, answer, call
-    return None
+def _carried(planned: _Planned) -> bool:
+    """Whether every statement of a planned batch can carry its own record (``Planned``,
+    ADR 0042 and 0043): then the batch goes out in one query, its ending included."""
+    return all(isinstance(statement, Planned) for calls in planned for statement, _, _ in calls)
 
 
 def _run_planned(
@@ -720,22 +717,7 @@ def _run_planned(
     lock is held. A failing lock or tombstone fails the query as the prelude's checks would.
     What these statements decide is made in the order they are sent, so a ``DEALLOCATE``
     that makes room never lands in front of an ``EXECUTE`` of the name it drops."""
-    statements: list[Statement] = []
-    positions: list[list[int]] = []
-    for index, (group, calls) in enumerate(zip(groups, planned, strict=True)):
-        if index:
-            statements.append(path_statement(group.schema))
-        if own:
-            lock = owner_lock(group.schema, nowait=True)
-            texts = batch.literal(group.schema, lock, [_literal(group.user_id)])
-            statements += [(text, ()) for text in texts]
-        positions.append([])
-        for statement, _, _ in calls:
-            sent, answering = batch.wrap(group.schema, statement)
-            positions[-1].append(len(statements) + answering)
-            statements += sent
-    if own:
-        statements += [(text, ()) for text in _checks(groups, records=False, locks=False)]
+    statements, positions = _planned_statements(groups, planned, batch, own=own)
     # The prelude is still pending here: a failure is ``deferred.failed``, which
     # ``_prelude_first`` reports to ``batch`` with the rest.
     rows = in_one_query(connection, statements, rows={p for where in positions for p in where})
@@ -750,6 +732,77 @@ def _run_planned(
             outcomes.append(Outcome.success(value))
         results.append(outcomes)
     return results
+
+
+def _planned_statements(
+    groups: Sequence[_Group],
+    planned: _Planned,
+    batch: prepared.Batch,
+    *,
+    own: bool,
+    carried: bool = False,
+) -> tuple[list[Statement], list[list[int]]]:
+    """What ``_run_planned`` and ``_run_carried`` send behind the prelude, and where each
+    call's rows are: every user's search path (the first user's is the prelude's), with
+    ``own`` its owner lock, then its statements — ``carried``: each with its record joined
+    to it (``_with_record``) — and with ``own`` the tombstone check last."""
+    statements: list[Statement] = []
+    positions: list[list[int]] = []
+    for index, (group, calls) in enumerate(zip(groups, planned, strict=True)):
+        if index:
+            statements.append(path_statement(group.schema))
+        if own:
+            lock = owner_lock(group.schema, nowait=True)
+            texts = batch.literal(group.schema, lock, [_literal(group.user_id)])
+            statements += [(text, ()) for text in texts]
+        positions.append([])
+        for statement, _, call in calls:
+            if carried:
+                statement = _with_record(statement, call)
+            sent, answering = batch.wrap(group.schema, statement)
+            positions[-1].append(len(statements) + answering)
+            statements += sent
+    if own:
+        statements += [(text, ()) for text in _checks(groups, records=False, locks=False)]
+    return statements, positions
+
+
+def _run_carried(
+    groups: Sequence[_Group],
+    planned: _Planned,
+    connection: BaseDatabaseWrapper,
+    batch: prepared.Batch,
+    *,
+    own: bool = False,
+) -> list[list[Outcome]]:
+    """A planned batch whose every statement is a ``Planned`` in ONE query (ADR 0042 for a
+    lone call, ADR 0043 for a batch): the prelude, each user's search path and (``own``)
+    owner lock, each call's statement with its record joined to it, the tombstone check,
+    the hourly prunes when due, the fence guard and ``COMMIT``.
+
+    A record holds its statement's rows, not an answer: each answer is made from those rows
+    once they are back, after the ``COMMIT`` went out with them, and every later answer from
+    the record (a redelivery, a retry with the caller's key: ``_recalled``) is made from the
+    same rows the same way. A statement with no rows (``Unanswered``) divides by zero, so
+    nothing commits and the methods run themselves, the plain way. A call that already has
+    a record fails its record's insert (``_Recorded``) and the plain path answers it."""
+    statements, positions = _planned_statements(groups, planned, batch, own=own, carried=True)
+    for group in groups:
+        statements += _record_statements(group, [])  # the prune, when due
+    statements += _ending(connection)
+    try:
+        rows = _send_ending(connection, statements, rows={p for where in positions for p in where})
+    except IntegrityError as exc:
+        if _recorded(exc):
+            raise _Recorded from exc
+        raise
+    return [
+        [
+            _answered(call, answer, rows[position][0][0])
+            for (_, answer, call), position in zip(calls, where, strict=True)
+        ]
+        for calls, where in zip(planned, positions, strict=True)
+    ]
 
 
 # A lone call's record, joined to its statement (``_with_record``): the final query's rows
@@ -769,41 +822,19 @@ _WITH_RECORD = """WITH {ctes},
 SELECT kody_json, 1 / (kody_n > 0)::int FROM kody_rows"""
 
 
+@functools.lru_cache(maxsize=64)
+def _record_text(ctes: str, select: str) -> str:
+    """One form's statement with its record: formatted once, and the same ``str`` object
+    every call (its hash, which the prepared-name and placeholder caches take, kept)."""
+    return _WITH_RECORD.format(ctes=ctes, select=select)
+
+
 def _with_record(statement: Planned, call: Call) -> Statement:
     """``statement`` with ``call``'s record in it (ADR 0042): the same text for every call of
     a form, so a schema's prepared statement serves them all; the call's names are values."""
-    sql = _WITH_RECORD.format(ctes=statement.ctes, select=statement.select)
+    sql = _record_text(statement.ctes, statement.select)
     values = {"kody_call": call.id, "kody_actor": call.actor, "kody_method": call.method}
     return sql, {**statement.params, **values}
-
-
-def _run_recorded(
-    group: _Group,
-    recordable: tuple[Planned, Any, Call],
-    connection: BaseDatabaseWrapper,
-    batch: prepared.Batch,
-) -> list[list[Outcome]]:
-    """A lone planned call in ONE round trip (ADR 0042): the prelude (``BEGIN``, search
-    path, timeouts, owner lock, tombstone), its statement with its record joined to it, the
-    hourly prune when due, the fence guard and ``COMMIT``, as one query.
-
-    The record holds the statement's rows, not an answer: the answer is made from those rows
-    once they are back, after the ``COMMIT`` went out with them, and every later answer from
-    the record (a redelivery, a retry with the caller's key: ``_recalled``) is made from the
-    same rows the same way. When the statement has no rows (``Unanswered``) it divides by
-    zero, so nothing commits and the method runs itself, the plain way. A call that already
-    has a record fails the record's insert (``_Recorded``), as a planned batch's does."""
-    statement, answer, call = recordable
-    sent, answering = batch.wrap(group.schema, _with_record(statement, call))
-    statements = [*sent, *_record_statements(group, []), *_ending(connection)]
-    try:
-        rows = _send_ending(connection, statements, rows={answering})
-    except IntegrityError as exc:
-        if _recorded(exc):
-            raise _Recorded from exc
-        raise
-    ((text, _),) = rows[answering]
-    return [[_answered(call, answer, text)]]
 
 
 class _Pairs(list):  # type: ignore[type-arg]
@@ -828,7 +859,7 @@ def _plain(value: Any) -> Any:
 
 
 def _answered(call: Call, answer: Any, text: str) -> Outcome:
-    """``call``'s outcome from its statement's stored rows (``_run_recorded``). Its effect has
+    """``call``'s outcome from its statement's stored rows (``_run_carried``). Its effect has
     committed: an answer that fails here fails the call (recorded as rows, so every answer
     from the record fails alike) instead of running the method again."""
     try:
@@ -1142,3 +1173,4 @@ class _PruneClock:
 
 
 _prune_clock = _PruneClock()
+

@@ -52,8 +52,10 @@ notes: list[str] = []
 seen_connections: list[Any] = []
 
 
-# The day of Probe.tally's counter row (fixed: nothing about it depends on the calendar).
-TALLY_DAY = date(2000, 1, 2)
+# The day of Probe.tally's counter row (fixed: nothing about it depends on the calendar). Far
+# ahead of any day a test charges: the meter's charge prunes the user's counter rows older
+# than its own day's retention, and a tally batched with charges must not lose its row.
+TALLY_DAY = date(2999, 12, 31)
 _TALLY = (
     "UPDATE daily_counters SET count = count + 1, revision = revision + 1"
     " WHERE resource = 'execute_calls_per_day' AND day = %(day)s RETURNING count"

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 
 from apps.entitlements.actor import UserMeter
-from apps.entitlements.actor.meter import _CONSUME_OR_CURRENT, _plan_consume
+from apps.entitlements.actor.meter import _plan_consume
 from kody.actors import prepared, runtime
 from kody.actors.prepared import name_for, numbered
 from kody.actors.runtime import execute, owner_lock
@@ -70,11 +70,8 @@ def session_holds() -> set[str]:
 
 
 def charge_name(user: str) -> str:
-    return name_for(schema_name_for(user), _CONSUME_OR_CURRENT)
-
-
-def lone_charge_name(user: str) -> str:
-    """A lone charge's prepared statement: the charge with its record joined (ADR 0042)."""
+    """The user's charge as a batch and a lone call both send it: with its record joined
+    (ADR 0042, 0043), one prepared statement for both."""
     planned = _plan_consume(RESOURCE, DAY, 1000)
     call = probe_call(user, "consume", actor=UserMeter.name)
     return name_for(schema_name_for(user), runtime._with_record(planned, call)[0])
@@ -233,7 +230,7 @@ def test_a_lone_inline_charge_runs_as_its_prepared_statement(users, settings):
     a = users[0]
     for _ in range(3):
         UserMeter.call(a, "consume", resource=RESOURCE, day=DAY, limit=1000)
-    assert lone_charge_name(a) in session_holds()
+    assert charge_name(a) in session_holds()
     assert count(a) == 4
     first = UserMeter.call(a, "consume", resource=RESOURCE, day="2031-03-15", limit=1000)
     assert (first["allowed"], first["count"]) == (True, 1)
@@ -297,7 +294,7 @@ def test_a_lone_calls_prelude_executes_its_prepared_lock(users, monkeypatch):
     assert first[2].startswith(f"EXECUTE {lock_name(a, nowait=False)}(")
     assert "deleting_at" in first[3]
     # The charge with its record, then the fence guard's place and COMMIT: one query.
-    assert first[4].startswith(f"EXECUTE {lone_charge_name(a)}(")
+    assert first[4].startswith(f"EXECUTE {charge_name(a)}(")
     assert first[-1] == "COMMIT" and len(queries) == 1
 
 
@@ -316,10 +313,15 @@ def test_a_batchs_owner_locks_run_each_on_its_users_own_path_in_ascending_order(
             assert all(o.ok for o in execute([charge(u) for u in reversed(users)]))
         statements = queries[0].split(";\n")
         assert statements[0] == "BEGIN"
-        assert "deleting_at" in statements[-1] and "actor_calls" not in statements[-1]
+        # The batch's one query (ADR 0043): the tombstone check after every user's section,
+        # then the prunes when due, the fence guard's place and COMMIT.
+        assert statements[-1] == "COMMIT" and len(queries) == 1
+        tombstone = next(i for i, t in enumerate(statements) if "deleting_at" in t)
+        assert "actor_calls" not in statements[tombstone]
+        assert not any(t.startswith(("EXECUTE", "WITH")) for t in statements[tombstone:])
         paths = [i for i, t in enumerate(statements) if "set_config('search_path'" in t]
         assert [next(s for s in schemas if s in statements[i]) for i in paths] == schemas
-        bounds = [*paths, len(statements) - 1]
+        bounds = [*paths, tombstone]
         return [statements[bounds[k] + 1 : bounds[k + 1]] for k in range(len(paths))]
 
     plain, preparing, executing = sections(), sections(), sections()
