@@ -4,19 +4,26 @@
 
 Runs ``--users`` users' ``UserMeter.consume`` calls through ``kody.actors.runtime.execute``
 as a shard worker does (prepared statements on, after warm-up batches so every statement is
-its schema's prepared one) and records the two queries the batch sends, exactly as sent.
-Then one plain psycopg session (its own ``PREPARE``s of the same statements) replays them
-``--runs`` times a variant, the call ids new in every run so each replay checks and writes
-as the first did, ``--rounds`` rounds in turns. Per variant: the backend's CPU per call
-(read from ``/proc``: the server must run on this host) and the wall time per call, the
-median over the rounds, and the difference to the batch as sent:
+its schema's prepared one) and records the one query the batch sends, exactly as sent: each
+charge carries its own record (ADR 0043). Then one plain psycopg session (its own
+``PREPARE``s of the same statements) replays it ``--runs`` times a variant, the call ids new
+in every run so each replay checks and writes as the first did, ``--rounds`` rounds in
+turns. Per variant: the backend's CPU per call (read from ``/proc``: the server must run on
+this host) and the wall time per call, the median over the rounds, and the difference to
+the batch as sent:
 
-* ``as sent``: the two queries;
-* ``plain charges``: the charges as the plain statement (what ADR 0038 replaced);
+* ``as sent``: the one query;
+* ``records apart``: the layout before ADR 0043 — the plain charges (each its schema's
+  prepared statement, no record in it), then a second query with every user's records as
+  one literal statement of data-modifying CTEs (``runtime._merged``) and ``COMMIT``;
+* ``plain charges``: each charge with its record as the plain statement, not prepared
+  (what ADR 0038 replaced);
 * ``other lock``: the owner locks in the form the kernel does not send — for one user the
   plain statement in place of its prepared one, for several users one prepared statement
   per user in place of the one statement over every user (tried for ADR 0038, not kept);
-* ``no owner lock``, ``no record check``, ``no records insert``: that piece left out.
+* ``no owner lock``, ``no record check``: that piece left out;
+* ``no records insert``: the charges without their records (each the plain charge's
+  prepared statement), nothing else.
 
 Timings are printed, never asserted.
 """
@@ -48,7 +55,7 @@ def main() -> None:
     from django.db import connection
 
     from apps.entitlements.actor import UserMeter
-    from apps.entitlements.actor.meter import _CONSUME_OR_CURRENT, _consume_params
+    from apps.entitlements.actor.meter import _CONSUME_OR_CURRENT, _consume_params, _plan_consume
     from kody.actors import runtime
     from kody.actors.dispatch import _build, new_key
     from kody.actors.prepared import name_for, numbered
@@ -70,12 +77,17 @@ def main() -> None:
         return execute_begun(raw, cursor, texts)
 
     ids: list[str] = []  # the last batch's call ids, which its queries hold
+    last: list[Call] = []
+    answers: list[str] = []  # the last batch's outcomes as a record before ADR 0043 held them
 
     def batch() -> None:
         built = [_build(UserMeter, user, "consume", (), charge, new_key(), True) for user in users]
         calls = [Call.decode(call.encode()) for call in built]  # as a shard worker gets them
         ids[:] = [call.id for call in calls]
-        assert all(outcome.ok for outcome in runtime.execute(calls))
+        last[:] = calls
+        outcomes = runtime.execute(calls)
+        assert all(outcome.ok for outcome in outcomes)
+        answers[:] = [outcome.text for outcome in outcomes]
 
     scope._execute_begun = spy
     try:
@@ -84,20 +96,54 @@ def main() -> None:
             batch()
     finally:
         scope._execute_begun = execute_begun
-    first, second = sent
+    (first,) = sent  # one query: BEGIN, the prelude, the charges with their records, COMMIT
+    first = first[1:] if first[0] == "BEGIN" else first
     params = _consume_params("execute_calls_per_day", DAY, LIMIT, 1)
-    body, _ = numbered(_CONSUME_OR_CURRENT, params)
-    with connection.cursor() as cursor:
-        plain_charge = cursor.mogrify(_CONSUME_OR_CURRENT, params)
+    body, values = numbered(_CONSUME_OR_CURRENT, params)
+    planned = _plan_consume("execute_calls_per_day", DAY, LIMIT)
+    carried_sql = runtime._with_record(planned, last[0])[0]
+    carried_body, _ = numbered(carried_sql, runtime._with_record(planned, last[0])[1])
     nowait = len(users) > 1  # a batch's locks; one user's calls wait for theirs
     lock_sql = [runtime.owner_lock(schema_name_for(user), nowait=nowait) for user in users]
+    with connection.cursor() as cursor:
+        plain_carried = {
+            call.id: cursor.mogrify(*runtime._with_record(planned, call)) for call in last
+        }
+        plain_execute = {
+            user: cursor.mogrify(
+                f"EXECUTE {name_for(schema_name_for(user), _CONSUME_OR_CURRENT)}"
+                f"({', '.join(['%s'] * len(values))})",
+                values,
+            )
+            for user in users
+        }
+    carried_names = {name_for(schema_name_for(call.user_id), carried_sql): call for call in last}
+    # The records as the batch wrote them before ADR 0043: one literal insert per user,
+    # merged into one statement (its outcomes as the calls were answered).
+    groups = [runtime._Group(call.user_id, call.schema, [i], [call]) for i, call in enumerate(last)]
+    apart = runtime._merged(
+        [
+            statement
+            for group, text in zip(groups, answers, strict=True)
+            for statement in runtime._record_statements(
+                group, [(group.calls[0], runtime.Outcome(text=text, ok=True))], strict=True
+            )
+            if statement[0].startswith("INSERT")
+        ]
+    )[0][0]
     conn = psycopg.connect(**connection.get_connection_params(), autocommit=True)
     for user, lock in zip(users, lock_sql, strict=True):
         schema = schema_name_for(user)
         conn.execute(f"SET search_path = {schema}, public")
         conn.execute(f"PREPARE {name_for(schema, _CONSUME_OR_CURRENT)} AS {body}")
+        conn.execute(f"PREPARE {name_for(schema, carried_sql)} AS {carried_body}")
         conn.execute(f"PREPARE {name_for(schema, lock)} AS {lock}")
     pid = conn.info.backend_pid
+
+    def carried(text: str) -> Call | None:
+        if text.startswith("EXECUTE "):
+            return carried_names.get(text.split("(")[0][8:])
+        return None
 
     lock_names = {
         name_for(schema_name_for(u), lock) for u, lock in zip(users, lock_sql, strict=True)
@@ -122,9 +168,13 @@ def main() -> None:
     ]
 
     def variant(name: str) -> list[list[str]]:
-        a, b = list(first), list(second)
+        a = list(first)
+        if name in ("records apart", "no records insert"):
+            a = [plain_execute[c.user_id] if (c := carried(t)) else t for t in a]
+            if name == "records apart":
+                return [["BEGIN", *a[:-1]], [apart, "COMMIT"]]
         if name == "plain charges":
-            a = [plain_charge if t.startswith("EXECUTE") and not is_lock(t) else t for t in a]
+            a = [plain_carried[c.id] if (c := carried(t)) else t for t in a]
         if name == "other lock":
             at = next(i for i, t in enumerate(a) if is_lock(t))
             other = [one_lock] if a[at].startswith("EXECUTE") else prepared_locks
@@ -133,9 +183,7 @@ def main() -> None:
             a = [t for t in a if not is_lock(t)]
         if name == "no record check":
             a = [t for t in a if "deleting_at IS NOT NULL" not in t]
-        if name == "no records insert":
-            b = [t for t in b if "INSERT INTO" not in t]
-        return [["BEGIN", *a], b]
+        return [["BEGIN", *a]]
 
     recorded = re.compile("|".join(re.escape(each) for each in ids))
 
@@ -152,6 +200,7 @@ def main() -> None:
 
     names = [
         "as sent",
+        "records apart",
         "plain charges",
         "other lock",
         "no owner lock",
