@@ -1173,4 +1173,3 @@ class _PruneClock:
 
 
 _prune_clock = _PruneClock()
-
