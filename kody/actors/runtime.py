@@ -394,8 +394,9 @@ def _send_ending(
     connection: BaseDatabaseWrapper, statements: list[Statement], *, rows: bool | set[int]
 ) -> list[list[tuple]]:
     """Send a query that ends with ``_ending``'s statements, as ``_finish`` describes: refuse
-    a transaction marked for rollback, the guard's failure as ``FenceLost``, the query in
-    Django's log when it logs queries."""
+    a transaction marked for rollback, the guard's failure as ``FenceLost``, a strict record
+    insert meeting an existing record as ``_Recorded``, the query in Django's log when it
+    logs queries."""
     connection.validate_no_broken_transaction()
     started = time.monotonic() if connection.queries_logged else None
     try:
@@ -406,6 +407,8 @@ def _send_ending(
         fenced = fence.lost(exc)
         if fenced is not None:
             raise fenced from exc
+        if isinstance(exc, IntegrityError) and _recorded(exc):
+            raise _Recorded from exc  # a strict record insert (a planned batch's) met a record
         raise
     finally:
         if started is not None:
@@ -611,12 +614,7 @@ def _prelude_first(
                     writes += _record_statements(
                         group, list(zip(group.calls, outcomes, strict=True)), strict=True
                     )
-                try:
-                    _finish(writes, connection)
-                except IntegrityError as exc:
-                    if _recorded(exc):
-                        raise _Recorded from exc
-                    raise
+                _finish(writes, connection)
                 return results
             for group in groups:
                 if results:
@@ -790,12 +788,7 @@ def _run_carried(
     for group in groups:
         statements += _record_statements(group, [])  # the prune, when due
     statements += _ending(connection)
-    try:
-        rows = _send_ending(connection, statements, rows={p for where in positions for p in where})
-    except IntegrityError as exc:
-        if _recorded(exc):
-            raise _Recorded from exc
-        raise
+    rows = _send_ending(connection, statements, rows={p for where in positions for p in where})
     return [
         [
             _answered(call, answer, rows[position][0][0])
