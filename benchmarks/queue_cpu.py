@@ -42,6 +42,22 @@ def postgres_pids() -> list[int]:
     return [pid, *children(pid)]
 
 
+def postgres_role(pid: int) -> str:
+    """What a server process does, from its title: ``backend`` for a client's session, else
+    the auxiliary process's name (``walwriter``, ``autovacuum worker``, ...)."""
+    try:
+        title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+    except OSError:
+        return "gone"
+    if not title.startswith("postgres: "):
+        return "postmaster"
+    title = title.removeprefix("postgres: ")
+    for role in ("autovacuum worker", "checkpointer", "background writer", "walwriter"):
+        if title.startswith(role):
+            return role
+    return "backend" if " [local]" in title or "(" in title else title
+
+
 def redis_commands() -> dict[str, int]:
     """Calls per Redis command so far (``INFO commandstats``; a script's own commands count
     under their names as well as under ``evalsha``)."""
@@ -90,6 +106,7 @@ def main() -> None:
         me = os.getpid()
         kinds = {"shard worker": worker_pids, "postgres": pg, "redis": [rd] if rd else []}
         before = {kind: sum(map(cpu_seconds, pids)) for kind, pids in kinds.items()}
+        pg_before = {pid: cpu_seconds(pid) for pid in pg}
         callers_before = cpu_seconds(me)  # the forked callers are counted from their exit
         spies = []
         if options.py_spy:
@@ -145,6 +162,14 @@ def main() -> None:
         elapsed = time.perf_counter() - started
         times_after = os.times()
         after = {kind: sum(map(cpu_seconds, pids)) for kind, pids in kinds.items()}
+        # By role. A server process started during the run (an autovacuum worker) counts
+        # from zero; one that started and ended within it is missed.
+        pg_roles: dict[str, float] = {}
+        started_since = [pid for pid in postgres_pids() if pid not in pg_before]
+        for pid in [*pg, *started_since]:
+            role = postgres_role(pid)
+            pg_roles[role] = pg_roles.get(role, 0.0) + cpu_seconds(pid) - pg_before.get(pid, 0.0)
+        after["postgres"] += sum(map(cpu_seconds, started_since))
         done.set()
         sampler.join()
         commands_after = redis_commands()
@@ -185,6 +210,10 @@ def main() -> None:
             f"  {kind:14} {seconds:6.2f} s CPU  {seconds / calls * 1000:6.3f} ms/call"
             f"  {seconds / elapsed:5.2f} CPUs"
         )
+        if kind == "postgres":
+            for role, spent in sorted(pg_roles.items(), key=lambda item: -item[1]):
+                if spent > 0:
+                    print(f"    {role:20} {spent / calls * 1000:6.3f} ms/call")
     samples = sum(waits.values()) or 1
     for key, count in sorted(waits.items(), key=lambda item: -item[1])[:15]:
         print(f"    {count / samples:6.1%}  {key}")
