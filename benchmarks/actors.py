@@ -245,6 +245,12 @@ TARGETS = (
 )
 
 
+def meets(figure: float, bound: float, at_most: bool) -> bool:
+    """Whether ``figure`` meets a target: at or below ``bound`` (``at_most``), else at or
+    above it."""
+    return figure <= bound if at_most else figure >= bound
+
+
 def verdicts(figures: dict[str, float]) -> list[str]:
     """One line per target of issue 9: the figure, the target and whether it was met."""
     lines = []
@@ -255,7 +261,7 @@ def verdicts(figures: dict[str, float]) -> list[str]:
         if bound is None:
             lines.append(f"  {label:40} {figure:>9}   (reported)")
             continue
-        met = figures[key] <= bound if at_most else figures[key] >= bound
+        met = meets(figures[key], bound, at_most)
         target = f"{'<=' if at_most else '>='} {shape.format(bound)}"
         lines.append(f"  {label:40} {figure:>9}   target {target:9} {'met' if met else 'MISSED'}")
     return lines
@@ -264,6 +270,19 @@ def verdicts(figures: dict[str, float]) -> list[str]:
 ONE_USER = {"1 caller": (1, 1), "8 callers": (1, 8), "32 callers (4 procs)": (4, 8)}
 MANY_USERS = {"1 caller": (1, 1), "64 callers (4 procs)": (4, 16)}
 MIXED = "mixed meter+RunLog, 64 users, 64 callers"
+
+
+def queue_labels(who: str, shapes: dict[str, tuple[int, int]]) -> list[str]:
+    """The queue rows' labels for ``who`` (``one user``, ``64 users``), one per caller shape."""
+    return [f"queue call(), {who}, {name}" for name in shapes]
+
+
+def best_rate(
+    results: dict[str, dict[str, float]], who: str, shapes: dict[str, tuple[int, int]]
+) -> float | None:
+    """The best calls/s of ``who``'s queue rows that ran, or None when none did."""
+    rates = [results[label]["per_s"] for label in queue_labels(who, shapes) if label in results]
+    return max(rates) if rates else None
 
 
 def one_round(
@@ -318,12 +337,10 @@ def one_round(
         # Each share's baseline again, next to its rows (reported beside the target's figure):
         # this host's speed swings by a third within minutes, and the round's first pgbench
         # ran a minute before these rows.
-        if any(runs(f"queue call(), one user, {name}") for name in ONE_USER):
+        if any(map(runs, queue_labels("one user", ONE_USER))):
             baseline_next(results, "pgbench 1, next", 1, 1, "the one-user rows", seconds)
         queue_rows(results, runs, seconds, "one user", [one], ONE_USER)
-        if any(
-            runs(label) for label in [MIXED, *(f"queue call(), 64 users, {n}" for n in MANY_USERS)]
-        ):
+        if any(map(runs, [MIXED, *queue_labels("64 users", MANY_USERS)])):
             baseline_next(results, "pgbench 8, next", 8, 64, "the 64-user rows", seconds)
         queue_rows(results, runs, seconds, "64 users", many, MANY_USERS)
         if runs(MIXED):
@@ -358,8 +375,7 @@ def queue_rows(
     shapes: dict[str, tuple[int, int]],
 ) -> None:
     """The queue rows for ``users``: one per caller shape (processes, threads each)."""
-    for name, (procs, threads) in shapes.items():
-        label = f"queue call(), {who}, {name}"
+    for label, (procs, threads) in zip(queue_labels(who, shapes), shapes.values(), strict=True):
         if runs(label):
             results[label] = closed_loop_procs(lambda: meter_call(users), procs, threads, seconds)
             print(row(label, results[label]))
@@ -383,22 +399,18 @@ def figures_of(results: dict[str, dict[str, float]]) -> dict[str, float]:
     lone = results.get("queue call(), one user, 1 caller")
     if lone:
         figures["lone_p50_ms"] = lone["p50_ms"]
-    one_user = [
-        results[k]["per_s"] for n in ONE_USER if (k := f"queue call(), one user, {n}") in results
-    ]
-    if one_user:
-        figures["one_user_share"] = max(one_user) / tps_one
-    many = [
-        results[k]["per_s"] for n in MANY_USERS if (k := f"queue call(), 64 users, {n}") in results
-    ]
-    if many:
-        figures["many_users_share"] = max(many) / tps_many
+    one_user = best_rate(results, "one user", ONE_USER)
+    if one_user is not None:
+        figures["one_user_share"] = one_user / tps_one
+    many = best_rate(results, "64 users", MANY_USERS)
+    if many is not None:
+        figures["many_users_share"] = many / tps_many
     if MIXED in results:
         figures["mixed_share"] = results[MIXED]["per_s"] / tps_many
-    if one_user and "pgbench 1, next" in results:
-        figures["one_user_share_next"] = max(one_user) / results["pgbench 1, next"]["per_s"]
-    if many and "pgbench 8, next" in results:
-        figures["many_users_share_next"] = max(many) / results["pgbench 8, next"]["per_s"]
+    if one_user is not None and "pgbench 1, next" in results:
+        figures["one_user_share_next"] = one_user / results["pgbench 1, next"]["per_s"]
+    if many is not None and "pgbench 8, next" in results:
+        figures["many_users_share_next"] = many / results["pgbench 8, next"]["per_s"]
     return figures
 
 
@@ -466,7 +478,7 @@ def main() -> None:
         print("\n".join(verdicts(median)))
         for _, key, bound, at_most, _ in TARGETS:
             if bound is not None and key in median:
-                met = sum((f[key] <= bound) if at_most else (f[key] >= bound) for f in every)
+                met = sum(meets(f[key], bound, at_most) for f in every)
                 print(f"  {key}: met in {met} of {rounds} rounds")
     print(f"\n  load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
@@ -476,7 +488,8 @@ def print_ratios(results: dict[str, dict[str, float]]) -> None:
     follow in ``Targets``)."""
     raw = results["raw SQL from Python, 1 caller"]
     sync = results["queue call(), one user, 1 caller"]
-    best_one = max(results[f"queue call(), one user, {n}"]["per_s"] for n in ONE_USER)
+    best_one = best_rate(results, "one user", ONE_USER)
+    assert best_one is not None  # a full run has every row
     tps_one = results["pgbench 1"]["per_s"]
     celery_best = max(results[f"one Celery task per call, {t} caller(s)"]["per_s"] for t in (1, 8))
     print("\nRatios (same run)")

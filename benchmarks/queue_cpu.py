@@ -169,7 +169,7 @@ def main() -> None:
         for pid in [*pg, *started_since]:
             role = postgres_role(pid)
             pg_roles[role] = pg_roles.get(role, 0.0) + cpu_seconds(pid) - pg_before.get(pid, 0.0)
-        after["postgres"] += sum(map(cpu_seconds, started_since))
+        after["postgres"] = before["postgres"] + sum(pg_roles.values())
         done.set()
         sampler.join()
         commands_after = redis_commands()
