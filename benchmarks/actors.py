@@ -187,6 +187,31 @@ def raw_sql(user: str) -> Callable[[int], object]:
     return call
 
 
+def raw_sql_beside_inline(user: str) -> Callable[[int], object]:
+    """``raw_sql``'s statements, bound and sent the same way (a server-binding cursor), on
+    the connection the inline call uses: one Postgres backend for both, where ``raw_sql``
+    keeps a backend of its own."""
+    import psycopg
+    from django.db import connection
+
+    from kody.userschema.naming import quoted, schema_name_for
+
+    statement = (
+        "UPDATE daily_counters SET count = count + 1, revision = revision + 1, updated_at = now()"
+        " WHERE resource = %s AND day = %s AND count + 1 <= %s RETURNING count, revision"
+    )
+    set_path = f"SET LOCAL search_path TO {quoted(schema_name_for(user))}, public"
+
+    def call(_: int) -> object:
+        connection.ensure_connection()
+        conn = connection.connection  # autocommit between calls, as Django leaves it
+        with conn.transaction(), psycopg.Cursor(conn) as cursor:
+            cursor.execute(set_path)
+            return cursor.execute(statement, ["execute_calls_per_day", DAY, LIMIT]).fetchone()
+
+    return call
+
+
 def meter_call(users: list[str]) -> Callable[[int], object]:
     from apps.entitlements.actor import UserMeter
 
@@ -236,6 +261,8 @@ def celery_task_call() -> Callable[[int], object]:
 TARGETS = (
     ("inline call p50 / raw SQL p50", "inline_vs_raw", 1.5, True, "{:.2f}x"),
     ("  the same, interleaved call by call", "inline_vs_raw_paired", None, True, "{:.2f}x"),
+    ("  the same, interleaved on one backend", "inline_vs_raw_one_backend", None, True, "{:.2f}x"),
+    ("  raw SQL, two backends in turn / alone", "raw_in_turns_vs_alone", None, True, "{:.2f}x"),
     ("lone queued call p50", "lone_p50_ms", 2.0, True, "{:.2f} ms"),
     ("one user calls/s / pgbench 1-client", "one_user_share", 0.60, False, "{:.0%}"),
     ("  against the pgbench next to the rows", "one_user_share_next", None, False, "{:.0%}"),
@@ -317,6 +344,21 @@ def one_round(
         )
         print(row("  raw SQL, interleaved with the inline call", results["paired raw"]))
         print(row("  inline call, interleaved with raw SQL", results["paired inline"]))
+        # The pair again with raw SQL on the inline call's own connection: each call then
+        # meets the backend the other one just used, as in the rows run one after the other.
+        results["beside raw"], results["beside inline"] = interleaved(
+            raw_sql_beside_inline(one), meter_call([one]), seconds
+        )
+        print(row("  raw SQL on the inline call's backend", results["beside raw"]))
+        print(row("  inline call, interleaved with that", results["beside inline"]))
+        # The control: raw SQL against raw SQL, each on a backend of its own. Neither runs
+        # any kernel code; what they gain over the raw row is what taking turns between
+        # two backends does to a call on this host.
+        results["turns raw 1"], results["turns raw 2"] = interleaved(
+            raw_sql(one), raw_sql(one), seconds
+        )
+        print(row("  raw SQL, two backends in turn (1st)", results["turns raw 1"]))
+        print(row("  raw SQL, two backends in turn (2nd)", results["turns raw 2"]))
 
     settings.KODY_ACTORS_INLINE = False
     celery_rows = [f"one Celery task per call, {threads} caller(s)" for threads in (1, 8)]
@@ -384,8 +426,9 @@ def queue_rows(
 def figures_of(results: dict[str, dict[str, float]]) -> dict[str, float]:
     """The figures issue 9 sets targets for, from one round's rows (those that ran), each
     share against the round's first pgbench as the issue measured it; and beside them the
-    same shares against the pgbench run next to their rows, and the inline ratio from the
-    interleaved pair (reported, not judged)."""
+    same shares against the pgbench run next to their rows, the inline ratio from the
+    interleaved pairs (raw SQL on its own backend, and on the inline call's), and raw SQL
+    taking turns between two backends against the raw row (reported, not judged)."""
     tps_one, tps_many = results["pgbench 1"]["per_s"], results["pgbench 8"]["per_s"]
     figures: dict[str, float] = {}
     raw = results.get("raw SQL from Python, 1 caller")
@@ -396,6 +439,13 @@ def figures_of(results: dict[str, dict[str, float]]) -> dict[str, float]:
         figures["inline_vs_raw_paired"] = (
             results["paired inline"]["p50_ms"] / results["paired raw"]["p50_ms"]
         )
+    if "beside raw" in results:
+        figures["inline_vs_raw_one_backend"] = (
+            results["beside inline"]["p50_ms"] / results["beside raw"]["p50_ms"]
+        )
+    if "turns raw 1" in results and raw:
+        turns = (results["turns raw 1"]["p50_ms"] + results["turns raw 2"]["p50_ms"]) / 2
+        figures["raw_in_turns_vs_alone"] = turns / raw["p50_ms"]
     lone = results.get("queue call(), one user, 1 caller")
     if lone:
         figures["lone_p50_ms"] = lone["p50_ms"]

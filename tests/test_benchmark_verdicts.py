@@ -51,7 +51,17 @@ def test_a_share_to_reach_is_met_at_or_above_it_and_missed_below():
 
 
 def test_reported_figures_carry_no_verdict_and_absent_ones_no_line():
-    lines = _verdicts({"mixed_share": 0.2, "many_users_share_next": 0.9})
-    assert len(lines) == 2
+    lines = _verdicts(
+        {
+            "mixed_share": 0.2,
+            "many_users_share_next": 0.9,
+            "inline_vs_raw_one_backend": 1.7,
+            "raw_in_turns_vs_alone": 0.8,
+        }
+    )
+    assert len(lines) == 4
     assert all(line.endswith("(reported)") for line in lines)
     assert "20%" in _line(lines, "mixed meter+RunLog")
+    # Past the inline target's bound, and still not judged: only the issue's own figure is.
+    assert "1.70x" in _line(lines, "the same, interleaved on one backend")
+    assert "0.80x" in _line(lines, "raw SQL, two backends in turn")
