@@ -163,19 +163,26 @@ def pgbench(seconds: float, clients: int, keys: int) -> float:
     return float(re.search(r"tps = ([\d.]+)", out).group(1))
 
 
+# The meter's warm statement as the raw rows send it, on the user's search path.
+RAW_STATEMENT = (
+    "UPDATE daily_counters SET count = count + 1, revision = revision + 1, updated_at = now()"
+    " WHERE resource = %s AND day = %s AND count + 1 <= %s RETURNING count, revision"
+)
+
+
+def raw_search_path(user: str) -> str:
+    from kody.userschema.naming import quoted, schema_name_for
+
+    return f"SET LOCAL search_path TO {quoted(schema_name_for(user))}, public"
+
+
 def raw_sql(user: str) -> Callable[[int], object]:
     import psycopg
     from django.db import connection
 
-    from kody.userschema.naming import quoted, schema_name_for
-
     params = connection.get_connection_params()
     local = threading.local()
-    statement = (
-        "UPDATE daily_counters SET count = count + 1, revision = revision + 1, updated_at = now()"
-        " WHERE resource = %s AND day = %s AND count + 1 <= %s RETURNING count, revision"
-    )
-    set_path = f"SET LOCAL search_path TO {quoted(schema_name_for(user))}, public"
+    statement, set_path = RAW_STATEMENT, raw_search_path(user)
 
     def call(_: int) -> object:
         if not hasattr(local, "conn"):
@@ -194,13 +201,7 @@ def raw_sql_beside_inline(user: str) -> Callable[[int], object]:
     import psycopg
     from django.db import connection
 
-    from kody.userschema.naming import quoted, schema_name_for
-
-    statement = (
-        "UPDATE daily_counters SET count = count + 1, revision = revision + 1, updated_at = now()"
-        " WHERE resource = %s AND day = %s AND count + 1 <= %s RETURNING count, revision"
-    )
-    set_path = f"SET LOCAL search_path TO {quoted(schema_name_for(user))}, public"
+    statement, set_path = RAW_STATEMENT, raw_search_path(user)
 
     def call(_: int) -> object:
         connection.ensure_connection()
