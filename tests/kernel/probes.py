@@ -150,3 +150,54 @@ def sent_with_the_prelude() -> Iterator[list[str]]:
         yield sent
     finally:
         runtime.deferred_prelude = outer
+
+
+def wait_until(condition: Any, what: str, timeout: float = 30) -> None:
+    """Poll ``condition`` every 50 ms until it holds; fail naming ``what`` after ``timeout``."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@contextmanager
+def consuming(shards: int, client: Any) -> Iterator[None]:
+    """Shard consumers for shards ``0 .. shards - 1`` on the Redis the settings name (the
+    caller has pointed ``KODY_ACTOR_REDIS_URL`` at it; ``client`` reaches it), inside the
+    block once each holds its lease; on leaving, stopped, with nothing left in flight and
+    every lease released."""
+    from kody.actors import transport
+    from kody.actors.worker import ShardConsumer
+
+    stopping = threading.Event()
+    consumers = [ShardConsumer(shard, stopping) for shard in range(shards)]
+    for consumer in consumers:
+        consumer.start()
+    try:
+        wait_until(
+            lambda: all(client.exists(transport.lease_key(shard)) for shard in range(shards)),
+            "the consumers to take their leases",
+        )
+        yield
+    finally:
+        stopping.set()
+        for consumer in consumers:
+            consumer.join(timeout=30)
+    for shard in range(shards):
+        assert client.llen(transport.inflight_key(shard)) == 0
+        assert not client.exists(transport.lease_key(shard))  # released on the way out
+
+
+def bump_through_the_queue(user: str) -> None:
+    """``user``'s Probe counter through the shard queue: calls answered in order, a cast
+    applied before the next call, the cast's key again applying nothing, and the call
+    answered as this user."""
+    assert [Probe.call(user, "bump", timeout=30) for _ in range(3)] == [1, 2, 3]
+    key = Probe.cast(user, "bump")
+    assert isinstance(key, str)
+    assert Probe.call(user, "bump", timeout=30) == 5
+    assert Probe.cast(user, "bump", idempotency_key=key) == key
+    assert Probe.call(user, "bump", timeout=30) == 6
+    assert Probe.call(user, "whoami", timeout=30)["user"] == user

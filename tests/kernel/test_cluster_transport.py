@@ -10,8 +10,6 @@ from __future__ import annotations
 import random
 import socket
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,8 +19,7 @@ from redis.crc import key_slot
 
 from kody import embedded
 from kody.actors import transport
-from kody.actors.worker import ShardConsumer
-from tests.kernel.sample_actors import Probe
+from tests.kernel.probes import bump_through_the_queue, consuming, wait_until
 
 pytestmark = [pytest.mark.queue, pytest.mark.django_db(transaction=True)]
 
@@ -83,7 +80,9 @@ def cluster(tmp_path: Path) -> Iterator[list[int]]:
     try:
         nodes = [redis.Redis(port=port) for port in ports]
         for port, node, proc in zip(ports, nodes, procs, strict=True):
-            _wait(lambda node=node, proc=proc: _pings(node) or proc.poll() is not None, "a node")
+            wait_until(
+                lambda node=node, proc=proc: _pings(node) or proc.poll() is not None, "a node"
+            )
             assert proc.poll() is None, (tmp_path / f"node-{port}" / "redis.log").read_text()
         bounds = [SLOTS * i // len(ports) for i in range(len(ports) + 1)]
         for index, node in enumerate(nodes):
@@ -93,7 +92,7 @@ def cluster(tmp_path: Path) -> Iterator[list[int]]:
             if index:
                 node.execute_command("CLUSTER MEET", "127.0.0.1", ports[0])
         for node in nodes:
-            _wait(
+            wait_until(
                 lambda node=node: node.cluster("info")["cluster_state"] == "ok",
                 "the cluster to form",
             )
@@ -110,13 +109,6 @@ def _pings(node: redis.Redis) -> bool:
         return bool(node.ping())
     except redis.ConnectionError:
         return False
-
-
-def _wait(condition, what: str, timeout: float = 30) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_every_key_of_a_shard_shares_one_slot_and_shards_spread(settings):
@@ -152,25 +144,6 @@ def test_shard_consumers_answer_calls_through_a_three_node_cluster(
     assert isinstance(client, redis.RedisCluster)
     owners = {client.get_node_from_key(transport.queue_key(shard)).port for shard in range(4)}
     assert len(owners) > 1  # the shards really are spread over several nodes
-    stopping = threading.Event()
-    consumers = [ShardConsumer(shard, stopping) for shard in range(4)]
-    for consumer in consumers:
-        consumer.start()
-    try:
-        _wait(
-            lambda: all(client.exists(transport.lease_key(shard)) for shard in range(4)),
-            "the consumers to take their leases",
-        )
+    with consuming(4, client):
         for user in (owner_id, outsider_id):
-            assert [Probe.call(user, "bump", timeout=30) for _ in range(3)] == [1, 2, 3]
-            key = Probe.cast(user, "bump")
-            assert Probe.call(user, "bump", timeout=30) == 5
-            assert isinstance(key, str)
-            assert Probe.call(user, "whoami", timeout=30)["user"] == user
-    finally:
-        stopping.set()
-        for consumer in consumers:
-            consumer.join(timeout=30)
-    for shard in range(4):
-        assert client.llen(transport.inflight_key(shard)) == 0
-        assert not client.exists(transport.lease_key(shard))  # released on the way out
+            bump_through_the_queue(user)
