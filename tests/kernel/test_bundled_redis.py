@@ -54,8 +54,9 @@ def test_a_running_server_started_without_the_append_only_file_is_switched_to_it
     data_dir = tmp_path / "old"
     data_dir.mkdir()
     argv = embedded._redis_argv(data_dir, data_dir / "redis.sock")
-    at = argv.index("--appendonly")
-    subprocess.run([*argv[:at], "--appendonly", "no", "--appendfsync", "always"], check=True)
+    argv[argv.index("--appendonly") + 1] = "no"
+    argv[argv.index("--appendfsync") + 1] = "always"
+    subprocess.run(argv, check=True)
     try:
         wait_until(lambda: embedded._redis_alive(data_dir / "redis.sock"), "the old server")
         admin = redis.Redis.from_url(embedded.start_redis(data_dir))
