@@ -152,14 +152,22 @@ def redis_pid(data_dir: Path | None = None) -> int | None:
     return _pid_in((data_dir or var_dir() / "redis") / "redis.pid")
 
 
-def stop_redis(data_dir: Path | None = None) -> None:
-    """Shut the embedded Redis down (its append-only file is flushed first) and wait."""
+def stop_redis(data_dir: Path | None = None, seconds: float = 30) -> None:
+    """Shut the embedded Redis down (its append-only file is flushed first) and wait.
+
+    A server still writing its first append-only file (just switched to it by
+    ``start_redis``) refuses ``SHUTDOWN`` ("can't exit") until that is done: asked again
+    every second until it goes, for up to ``seconds``."""
     data_dir = data_dir or var_dir() / "redis"
     sock = data_dir / "redis.sock"
     pid = redis_pid(data_dir)
-    with contextlib.suppress(OSError):
-        _command(sock, b"SHUTDOWN")
-    _wait_gone(pid)
+    deadline = time.monotonic() + seconds
+    while True:
+        with contextlib.suppress(OSError):
+            _command(sock, b"SHUTDOWN")
+        _wait_gone(pid, min(1.0, max(0.0, deadline - time.monotonic())))
+        if not alive(pid) or time.monotonic() >= deadline:
+            return
 
 
 def postgres_pid(data_dir: Path | None = None) -> int | None:

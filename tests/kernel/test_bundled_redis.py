@@ -59,10 +59,16 @@ def test_a_running_server_started_without_the_append_only_file_is_switched_to_it
     subprocess.run(argv, check=True)
     try:
         wait_until(lambda: embedded._redis_alive(data_dir / "redis.sock"), "the old server")
+        pid = embedded.redis_pid(data_dir)
         admin = redis.Redis.from_url(embedded.start_redis(data_dir))
         assert admin.config_get("appendonly") == {"appendonly": "yes"}
         assert admin.config_get("appendfsync") == {"appendfsync": "everysec"}
         admin.close()
+        # Stopped at once, while it may still be writing its first append-only file (when it
+        # refuses SHUTDOWN): the stop waits that out instead of leaving the server running.
+        embedded.stop_redis(data_dir)
+        assert pid is not None and not embedded.alive(pid)
+        assert (data_dir / "appendonly.aof").exists()
     finally:
         embedded.stop_redis(data_dir)
 
