@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,11 +13,12 @@ from unittest import mock
 
 from django.db import connection, connections, transaction
 
-from kody.actors import runtime
+from kody.actors import runtime, transport
 from kody.actors.wire import Call
+from kody.actors.worker import ShardConsumer
 from kody.userschema import scope
 from kody.userschema.naming import schema_name_for
-from tests.kernel.conftest import new_user_id
+from tests.kernel.conftest import _wait_for_leases, new_user_id
 from tests.kernel.sample_actors import Probe
 
 
@@ -154,8 +156,6 @@ def sent_with_the_prelude() -> Iterator[list[str]]:
 
 def wait_until(condition: Any, what: str, timeout: float = 30) -> None:
     """Poll ``condition`` every 50 ms until it holds; fail naming ``what`` after ``timeout``."""
-    import time
-
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -163,28 +163,22 @@ def wait_until(condition: Any, what: str, timeout: float = 30) -> None:
 
 
 @contextmanager
-def consuming(shards: int, client: Any) -> Iterator[None]:
+def consuming(shards: int) -> Iterator[None]:
     """Shard consumers for shards ``0 .. shards - 1`` on the Redis the settings name (the
-    caller has pointed ``KODY_ACTOR_REDIS_URL`` at it; ``client`` reaches it), inside the
-    block once each holds its lease; on leaving, stopped, with nothing left in flight and
-    every lease released."""
-    from kody.actors import transport
-    from kody.actors.worker import ShardConsumer
-
+    caller has pointed ``KODY_ACTOR_REDIS_URL`` at it), inside the block once each holds its
+    lease; on leaving, stopped, with nothing left in flight and every lease released."""
     stopping = threading.Event()
     consumers = [ShardConsumer(shard, stopping) for shard in range(shards)]
     for consumer in consumers:
         consumer.start()
     try:
-        wait_until(
-            lambda: all(client.exists(transport.lease_key(shard)) for shard in range(shards)),
-            "the consumers to take their leases",
-        )
+        _wait_for_leases(shards, timeout=30)
         yield
     finally:
         stopping.set()
         for consumer in consumers:
             consumer.join(timeout=30)
+    client = transport.client()
     for shard in range(shards):
         assert client.llen(transport.inflight_key(shard)) == 0
         assert not client.exists(transport.lease_key(shard))  # released on the way out

@@ -76,10 +76,10 @@ def test_a_running_server_started_without_the_append_only_file_is_switched_to_it
 def test_shard_consumers_answer_calls_and_casts_through_the_bundled_build(
     settings, bundled, owner_id, outsider_id
 ):
-    data_dir, admin = bundled
+    data_dir, _ = bundled
     settings.KODY_ACTOR_SHARDS = 2
     settings.KODY_ACTOR_REDIS_URL = f"unix://{data_dir / 'redis.sock'}"
     settings.KODY_ACTORS_INLINE = False
-    with consuming(2, admin):
+    with consuming(2):
         for user in (owner_id, outsider_id):
             bump_through_the_queue(user)  # each user counts on its own

