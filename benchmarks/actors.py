@@ -279,20 +279,24 @@ def meets(figure: float, bound: float, at_most: bool) -> bool:
     return figure <= bound if at_most else figure >= bound
 
 
+def verdict(label: str, figure: float, bound: float | None, at_most: bool, shape: str) -> str:
+    """One target's line: the figure, and the target with ``met`` or ``MISSED`` (only
+    ``(reported)`` without a bound)."""
+    shown = shape.format(figure)
+    if bound is None:
+        return f"  {label:40} {shown:>9}   (reported)"
+    met = meets(figure, bound, at_most)
+    target = f"{'<=' if at_most else '>='} {shape.format(bound)}"
+    return f"  {label:40} {shown:>9}   target {target:9} {'met' if met else 'MISSED'}"
+
+
 def verdicts(figures: dict[str, float]) -> list[str]:
     """One line per target of issue 9: the figure, the target and whether it was met."""
-    lines = []
-    for label, key, bound, at_most, shape in TARGETS:
-        if key not in figures:
-            continue
-        figure = shape.format(figures[key])
-        if bound is None:
-            lines.append(f"  {label:40} {figure:>9}   (reported)")
-            continue
-        met = meets(figures[key], bound, at_most)
-        target = f"{'<=' if at_most else '>='} {shape.format(bound)}"
-        lines.append(f"  {label:40} {figure:>9}   target {target:9} {'met' if met else 'MISSED'}")
-    return lines
+    return [
+        verdict(label, figures[key], bound, at_most, shape)
+        for label, key, bound, at_most, shape in TARGETS
+        if key in figures
+    ]
 
 
 ONE_USER = {"1 caller": (1, 1), "8 callers": (1, 8), "32 callers (4 procs)": (4, 8)}
@@ -328,8 +332,9 @@ def one_round(
     print(f"{'pgbench upsert, 8 clients over 64 rows':46} {tps_many:8.0f} tps")
 
     settings.KODY_ACTORS_INLINE = True
+    raw = raw_sql(one)  # the round's raw rows share it: a backend per thread that calls it
     for label, fn, threads in (
-        ("raw SQL from Python, 1 caller", raw_sql(one), 1),
+        ("raw SQL from Python, 1 caller", raw, 1),
         ("inline actor call (no queue), 1 caller", meter_call([one]), 1),
     ):
         if runs(label):
@@ -341,7 +346,7 @@ def one_round(
         # The target's two rows again, one call of each in turn: both meet the same moments
         # of the host, which the rows above, a few seconds apart, do not.
         results["paired raw"], results["paired inline"] = interleaved(
-            raw_sql(one), meter_call([one]), seconds
+            raw, meter_call([one]), seconds
         )
         print(row("  raw SQL, interleaved with the inline call", results["paired raw"]))
         print(row("  inline call, interleaved with raw SQL", results["paired inline"]))
@@ -352,12 +357,10 @@ def one_round(
         )
         print(row("  raw SQL on the inline call's backend", results["beside raw"]))
         print(row("  inline call, interleaved with that", results["beside inline"]))
-        # The control: raw SQL against raw SQL, each on a backend of its own. Neither runs
-        # any kernel code; what they gain over the raw row is what taking turns between
-        # two backends does to a call on this host.
-        results["turns raw 1"], results["turns raw 2"] = interleaved(
-            raw_sql(one), raw_sql(one), seconds
-        )
+        # The control: raw SQL against raw SQL, each on a backend of its own (the raw row's
+        # and a second). Neither runs any kernel code; what they gain over the raw row is
+        # what taking turns between two backends does to a call on this host.
+        results["turns raw 1"], results["turns raw 2"] = interleaved(raw, raw_sql(one), seconds)
         print(row("  raw SQL, two backends in turn (1st)", results["turns raw 1"]))
         print(row("  raw SQL, two backends in turn (2nd)", results["turns raw 2"]))
 
