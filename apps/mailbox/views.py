@@ -14,10 +14,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.mailbox.services import inbound, inboxes, mime, outbound, reads
+from apps.mailbox.services import bounds, inbound, inboxes, mime, outbound, reads
 from apps.mailbox.services.html import sanitize
 from kody.errors import BadRequest, KodyError
 
@@ -145,10 +146,9 @@ def account_attachment(request: HttpRequest, message_id: str, attachment_id: str
         base64.b64decode(found["contentBase64"]),
         content_type=found["contentType"] if inline else "application/octet-stream",
     )
-    filename = (found["filename"] or "attachment").replace('"', "")
-    response["Content-Disposition"] = (
-        f'{"inline" if inline else "attachment"}; filename="{filename}"'
-    )
+    # Rows stored before names were cleaned at parse time can still hold CR/LF: clean again.
+    filename = bounds.safe_filename(found["filename"]) or "attachment"
+    response["Content-Disposition"] = content_disposition_header(not inline, filename)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response
