@@ -160,8 +160,13 @@ def still_lists_and_reads(owner, owner_key, message_ids: list[str]) -> list[dict
     for message_id in message_ids:
         response = cap(owner_key, "emailMessageGet", {"messageId": message_id})
         assert response.status_code == 200, response.content[:300]
-        got.append(response.json()["message"])
+        message = response.json()["message"]
+        got.append(message)
         assert client.get(f"/account/email/messages/{message_id}").status_code == 200
+        for att in message["attachments"][:3]:
+            url = f"/account/email/messages/{message_id}/attachments/{att['id']}"
+            status = 409 if att["storageKind"] == "unavailable" else 200
+            assert client.get(url).status_code == status
     return got
 
 
