@@ -259,3 +259,27 @@ def test_an_unusable_recipient_is_rejected_for_good():
     for recipient in ("\udcff@mail.test", "a" * 5000 + "@mail.test", "<<<@@@>>>"):
         result = deliver_cli(b"Subject: x\r\n\r\nx\r\n", recipient, "bad-rcpt")
         assert result == {"status": "rejected", "messageId": None, "reason": "unknown_recipient"}
+
+
+def test_deliver_email_prints_its_status_line_even_when_it_must_retry(owner, monkeypatch):
+    import io
+    import json
+    import sys
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from apps.mailbox.errors import BlobUnavailable
+    from apps.mailbox.services import blobstore
+
+    def broken(key: str, data: bytes) -> None:
+        raise BlobUnavailable()
+
+    monkeypatch.setattr(blobstore, "put", broken)
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(nul_body())))
+    with pytest.raises(CommandError) as failure:
+        call_command("deliver_email", "--to", address(owner), "--delivery-id", "d-r", stdout=out)
+    assert failure.value.returncode == 75
+    line = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert line == {"status": "retry", "messageId": None, "reason": "inbound_retry"}
