@@ -69,6 +69,9 @@ def inbound_email(request: HttpRequest) -> JsonResponse:
         if exc.status < 500:
             return _error(exc)
         return _error(inbound.InboundRetry(details=exc.details))
+    except Exception:  # parsing never raises, so this is an outage: retry, never a bare 500
+        log.exception("inbound delivery %s failed at a retryable step", delivery_id)
+        return _error(inbound.InboundRetry())
     return JsonResponse(outcome.as_json())
 
 

@@ -283,3 +283,34 @@ def test_deliver_email_prints_its_status_line_even_when_it_must_retry(owner, mon
     assert failure.value.returncode == 75
     line = json.loads(out.getvalue().strip().splitlines()[-1])
     assert line == {"status": "retry", "messageId": None, "reason": "inbound_retry"}
+
+
+@pytest.mark.parametrize(
+    "shape", ["nul_subject", "nested_1000", "subject_5mib", "invalid_charsets"]
+)
+def test_the_operator_inbox_settles_the_same_corpus(shape):
+    from apps.system_email.models import SystemEmailMessage
+
+    raw = CORPUS[shape]()
+    first = deliver_cli(raw, "abuse@mail.test", f"sys-{shape}")
+    assert first["status"] == "received", first
+    assert deliver_cli(raw, "abuse@mail.test", f"sys-{shape}")["status"] == "duplicate"
+    stored = SystemEmailMessage.objects.get(id=first["messageId"])
+    assert storable(stored.subject) and len(stored.subject) <= bounds.DISPLAY_CHARS
+    assert storable(stored.from_address) and storable(stored.text_body or "")
+
+
+def test_the_webhook_answers_an_unexpected_failure_with_retry_not_500(owner, monkeypatch):
+    from apps.mailbox.services import routing
+
+    def down(recipient: str):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr(routing, "resolve", down)
+    response = Client(HTTP_X_KODY_INBOUND_SECRET=SECRET, raise_request_exception=False).post(
+        f"/inbound/email?to={address(owner)}&deliveryId=w-down",
+        nul_body(),
+        content_type="message/rfc822",
+    )
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "inbound_retry"
