@@ -20,7 +20,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.mailbox.services import bounds, inbound, inboxes, mime, outbound, reads
 from apps.mailbox.services.html import sanitize
-from kody.errors import BadRequest, KodyError
+from kody.capabilities.text import check_text
+from kody.errors import BadRequest, InvalidInput, KodyError
 
 log = logging.getLogger(__name__)
 SECRET_HEADER = "HTTP_X_KODY_INBOUND_SECRET"
@@ -170,8 +171,11 @@ def delivery_webhook(request: HttpRequest) -> JsonResponse:
         )
     try:
         body = json.loads(request.body or b"{}")
+        check_text(body)  # the JSON body is this door's own: NUL in it is refused like a query's
         event_type = str(body["eventType"])
         provider, provider_id = str(body["provider"]), str(body["providerMessageId"])
+    except InvalidInput as exc:
+        return _error(exc)
     except (ValueError, KeyError, TypeError):
         return _error(BadRequest("Expected provider, providerMessageId and eventType."))
     if event_type not in DELIVERY_EVENTS:

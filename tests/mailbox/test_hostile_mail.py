@@ -314,3 +314,14 @@ def test_the_webhook_answers_an_unexpected_failure_with_retry_not_500(owner, mon
     )
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "inbound_retry"
+
+
+def test_the_delivery_event_webhook_refuses_nul_in_its_json_body():
+    import json
+
+    body = {"provider": "django", "providerMessageId": "<a\x00b>", "eventType": "bounced"}
+    response = Client(HTTP_X_KODY_INBOUND_SECRET=SECRET, raise_request_exception=False).post(
+        "/inbound/email-events", json.dumps(body), "application/json"
+    )
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "invalid_input"

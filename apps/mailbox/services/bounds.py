@@ -123,14 +123,15 @@ class _Part(EmailMessage):
         parsed = self.__dict__.setdefault("_parsed", {})
         key = name.lower()
         if key not in parsed:
-            parsed[key] = _MISSING
-            for found, value in self._headers:
+            got: Any = _MISSING
+            for found, value in self.raw_items():
                 if found.lower() == key:
                     if self.budget is None:
-                        parsed[key] = self.policy.header_fetch_parse(found, value)
+                        got = self.policy.header_fetch_parse(found, value)
                     else:
-                        parsed[key] = self.budget.header(self, found, value)
+                        got = self.budget.header(self, found, value)
                     break
+            parsed[key] = got  # not when the parse raised: the next read raises the same
         got = parsed[key]
         return failobj if got is _MISSING else got
 
@@ -174,7 +175,7 @@ def load_headers(raw: bytes) -> EmailMessage:
     budget = _Budget()
     parser = BytesFeedParser(budget, policy=POLICY)
     budget.reset()
-    parser._set_headersonly()  # the body stays one unparsed string
+    parser._set_headersonly()  # type: ignore[attr-defined]  # the body stays one string
     try:
         parser.feed(raw)
         return parser.close()
