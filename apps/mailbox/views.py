@@ -14,12 +14,14 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.mailbox.services import inbound, inboxes, mime, outbound, reads
+from apps.mailbox.services import bounds, inbound, inboxes, mime, outbound, reads
 from apps.mailbox.services.html import sanitize
-from kody.errors import BadRequest, KodyError
+from kody.capabilities.text import check_text
+from kody.errors import BadRequest, InvalidInput, KodyError
 
 log = logging.getLogger(__name__)
 SECRET_HEADER = "HTTP_X_KODY_INBOUND_SECRET"
@@ -68,6 +70,9 @@ def inbound_email(request: HttpRequest) -> JsonResponse:
         if exc.status < 500:
             return _error(exc)
         return _error(inbound.InboundRetry(details=exc.details))
+    except Exception:  # parsing never raises, so this is an outage: retry, never a bare 500
+        log.exception("inbound delivery %s failed at a retryable step", delivery_id)
+        return _error(inbound.InboundRetry())
     return JsonResponse(outcome.as_json())
 
 
@@ -145,10 +150,9 @@ def account_attachment(request: HttpRequest, message_id: str, attachment_id: str
         base64.b64decode(found["contentBase64"]),
         content_type=found["contentType"] if inline else "application/octet-stream",
     )
-    filename = (found["filename"] or "attachment").replace('"', "")
-    response["Content-Disposition"] = (
-        f'{"inline" if inline else "attachment"}; filename="{filename}"'
-    )
+    # Rows stored before names were cleaned at parse time can still hold CR/LF: clean again.
+    filename = bounds.safe_filename(found["filename"]) or "attachment"
+    response["Content-Disposition"] = content_disposition_header(not inline, filename)
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     return response
@@ -167,8 +171,11 @@ def delivery_webhook(request: HttpRequest) -> JsonResponse:
         )
     try:
         body = json.loads(request.body or b"{}")
+        check_text(body)  # the JSON body is this door's own: NUL in it is refused like a query's
         event_type = str(body["eventType"])
         provider, provider_id = str(body["provider"]), str(body["providerMessageId"])
+    except InvalidInput as exc:
+        return _error(exc)
     except (ValueError, KeyError, TypeError):
         return _error(BadRequest("Expected provider, providerMessageId and eventType."))
     if event_type not in DELIVERY_EVENTS:

@@ -13,6 +13,10 @@ repeat with the same delivery id:
 5. one Mailbox transaction commits thread + message + attachments under that lease and
    finalizes the delivery as received (graph and "received" cannot come apart).
 
+Before step 1 the message is parsed within the bounds of ``services/bounds.py`` (any bytes give
+a storable message, reduced past a bound), so nothing after the claim depends on the message
+being well formed: the only failures left are outages, and those are worth retrying.
+
 A failure anywhere from 2 on raises ``InboundRetry``: the sender retries with the same
 delivery id and the steps above make that land exactly one message, one charge, one blob. A
 delivery abandoned mid-way (lease expired, charged but never committed) is reconciled by the
@@ -29,7 +33,7 @@ from apps.entitlements import services as entitlements
 from apps.entitlements.plans import limit_for
 from apps.entitlements.services.enforcement import utc_day
 from apps.mailbox.actor import Mailbox
-from apps.mailbox.services import blobstore, inboxes, mime, routing, sender_rules
+from apps.mailbox.services import blobstore, bounds, inboxes, mime, routing, sender_rules
 from kody.blobs.keys import email_raw_key
 from kody.errors import KodyError
 
@@ -53,15 +57,32 @@ class Outcome:
         return {"status": self.status, "messageId": self.message_id, "reason": self.reason}
 
 
+DELIVERY_ID_CHARS = 200  # the ledgers' provider_event_id holds 255
+
+
+def _encoded(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
 def delivery_id_for(raw: bytes, recipient: str) -> str:
     """Without a provider delivery id, the bytes and the recipient stand in for one."""
-    return "sha256:" + mime.fingerprint(recipient.lower().encode() + b"\n" + raw)
+    return "sha256:" + mime.fingerprint(_encoded(recipient.lower()) + b"\n" + raw)
+
+
+def ledger_id(delivery_id: str) -> str:
+    """The id the ledgers key on: the sender's own when it is short printable text, otherwise
+    its digest — the same for every retry, and storable whatever the sender sent."""
+    if len(delivery_id) <= DELIVERY_ID_CHARS and delivery_id.isprintable():
+        return delivery_id
+    return "sha256:" + mime.fingerprint(_encoded(delivery_id))
 
 
 def deliver(
     raw: bytes, recipient: str, delivery_id: str | None = None, envelope_from: str | None = None
 ) -> Outcome:
-    delivery_id = delivery_id or delivery_id_for(raw, recipient)
+    delivery_id = ledger_id(delivery_id) if delivery_id else delivery_id_for(raw, recipient)
+    if envelope_from is not None:
+        envelope_from = bounds.capped(bounds.storable(envelope_from))
     route = routing.resolve(recipient)
     if route.kind == "system":
         # Imported here: system mail reuses this module's Outcome and InboundRetry.
@@ -153,7 +174,7 @@ def _store(
     message_id, lease = claim["messageId"], claim["lease"]
     cap = limit_for(plan, "email_message_bytes")
     stored, attachments = raw, parsed.attachments
-    if len(raw) > cap:
+    if len(raw) > cap or parsed.bound:  # past a bound: kept like mail above the cap
         reduced = mime.reduce_to_cap(raw, cap, parsed)
         stored, attachments = reduced.raw, reduced.omitted
         parsed.message.update(text_body=reduced.text_body, html_body=reduced.html_body)

@@ -1,14 +1,17 @@
 """Reading MIME with the standard library (``email`` with ``policy.default``), never crashing.
 
-``parse(raw)`` turns bytes into the graph's message fields and attachment rows. Bodies are
+``parse(raw)`` turns any bytes into the graph's message fields and attachment rows. Bodies are
 what ``get_body()`` picks (plain, then html); every other leaf part is an attachment that
 stays inside the raw MIME (``raw-mime``, found again by its leaf index). Whatever the parser
 complains about is kept as ``defects``: malformed mail is stored and marked, not refused.
+The work is bounded (``bounds``: depth, part count, header sizes); a message past a bound is
+read as far as the bound, marked (``Parsed.bound``, also a defect) and stored reduced. Every
+string handed on is storable (no NUL, no lone surrogate) and the listed fields are capped.
 
-``reduce_to_cap(raw, cap, parsed)`` is for mail above the plan's persist cap: the original header
-lines are kept byte for byte (minus the MIME ones), the text and html bodies are re-encoded
-into a fresh multipart/alternative, every other part is dropped and reported as unavailable,
-and the bodies are shortened if that is what it takes to fit.
+``reduce_to_cap(raw, cap, parsed)`` is for mail above the plan's persist cap (or past a bound):
+the original header lines are kept byte for byte (minus the MIME ones), the text and html
+bodies are re-encoded into a fresh multipart/alternative, every other part is dropped and
+reported as unavailable, and the bodies are shortened if that is what it takes to fit.
 """
 
 from __future__ import annotations
@@ -16,11 +19,15 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from email import message_from_bytes, policy
+from email import policy
+from email.header import decode_header, make_header
 from email.message import EmailMessage, Message
 from typing import Any
 
-MAX_WIRE_BYTES = 25 * 1024 * 1024  # above this an inbound message is refused for good
+from apps.mailbox.services import bounds
+from apps.mailbox.services.bounds import DISPLAY_CHARS, MAX_ADDRESSES, capped
+
+MAX_WIRE_BYTES = bounds.MAX_WIRE_BYTES
 MAX_HEADERS = 200
 MAX_HEADER_VALUE = 4000
 _MIME_HEADERS = {b"content-type", b"content-transfer-encoding", b"mime-version"}
@@ -31,6 +38,8 @@ _FOLDED = re.compile(r"\r?\n(?=[ \t])")
 class Parsed:
     message: dict[str, Any]
     attachments: list[dict[str, Any]] = field(default_factory=list)
+    # The bound the message went past (TooManyParts, NestedTooDeep, Unparseable): store reduced.
+    bound: str | None = None
 
 
 def fingerprint(raw: bytes) -> str:
@@ -38,18 +47,21 @@ def fingerprint(raw: bytes) -> str:
 
 
 def load(raw: bytes) -> EmailMessage:
-    return message_from_bytes(raw, policy=policy.default)  # type: ignore[return-value]
+    """The message as far as the bounds allow (see ``bounds.load``)."""
+    return bounds.load(raw).message
 
 
-def _header(msg: Message, name: str) -> str | None:
+def _header(msg: Message, name: str, limit: int = DISPLAY_CHARS) -> str | None:
     try:
         value = msg.get(name)
-        return None if value is None else _FOLDED.sub("", str(value)).strip()
+        text = None if value is None else _FOLDED.sub("", str(value)).strip()
     except Exception:  # a header the policy cannot parse: fall back to its raw text
+        text = None
         for key, raw_value in msg.raw_items():
             if key.lower() == name.lower():
-                return _FOLDED.sub("", str(raw_value)).strip()
-        return None
+                text = _FOLDED.sub("", str(raw_value)[: bounds.PARSE_CHARS]).strip()
+                break
+    return capped(text, limit)
 
 
 def _addresses(msg: Message, name: str) -> list[str]:
@@ -58,14 +70,17 @@ def _addresses(msg: Message, name: str) -> list[str]:
         if value is None:
             return []
         found = [str(addr) for addr in getattr(value, "addresses", ())]
-        return found or [_FOLDED.sub("", str(value)).strip()]
+        found = found or [_FOLDED.sub("", str(value)).strip()]
     except Exception:
         raw = _header(msg, name)
-        return [raw] if raw else []
+        found = [raw] if raw else []
+    return [capped(addr) or "" for addr in found[:MAX_ADDRESSES]]
 
 
 def _ids(value: str | None) -> list[str]:
-    return re.findall(r"<[^<>\s]+>", value or "")
+    """Message ids, the last ``MAX_ADDRESSES`` (the nearest ancestors) and none overlong."""
+    found = re.findall(r"<[^<>\s]+>", value or "")
+    return [one for one in found if len(one) <= DISPLAY_CHARS][-MAX_ADDRESSES:]
 
 
 def part_text(part: Message) -> str:
@@ -76,7 +91,8 @@ def part_text(part: Message) -> str:
         payload = part.get_payload(decode=True)
         if isinstance(payload, bytes):
             return payload.decode("utf-8", errors="replace")
-        return str(part.get_payload())
+        payload = part.get_payload()
+        return payload if isinstance(payload, str) else ""
 
 
 def part_bytes(part: Message) -> bytes:
@@ -112,33 +128,64 @@ def _defects(msg: Message) -> list[str]:
 
 
 def _filename(part: Message) -> str | None:
+    name = None
     try:
-        return part.get_filename()
+        name = part.get_filename()
+        if name and "=?" in name:  # a nested part's header is text: its encoded words too
+            name = str(make_header(decode_header(name)))
+        return bounds.safe_filename(name)
     except Exception:
-        return None
+        return bounds.safe_filename(name) if isinstance(name, str) else None
 
 
 def _disposition(part: Message) -> str | None:
     try:
-        return part.get_content_disposition()
+        return capped(part.get_content_disposition(), bounds.DISPOSITION_CHARS)
     except Exception:
         return None
+
+
+def _content_type(part: Message) -> str:
+    try:
+        return capped(part.get_content_type(), bounds.CONTENT_TYPE_CHARS) or "text/plain"
+    except Exception:
+        return "application/octet-stream"
 
 
 def _headers(msg: Message) -> list[list[str]]:
     out = []
     for name, value in list(msg.raw_items())[:MAX_HEADERS]:
+        head = value[:MAX_HEADER_VALUE] if isinstance(value, str) else value
         try:
-            text = str(msg.policy.header_fetch_parse(name, value))
+            text = str(msg.policy.header_fetch_parse(name, head))
         except Exception:
-            text = str(value)
-        out.append([name, _FOLDED.sub("", text)[:MAX_HEADER_VALUE]])
+            text = str(head)
+        out.append([capped(name, DISPLAY_CHARS) or "", _FOLDED.sub("", text)[:MAX_HEADER_VALUE]])
     return out
 
 
 def parse(raw: bytes) -> Parsed:
-    msg = load(raw)
-    text_part, html_part = bodies(msg)
+    """Never raises: past a bound or past what the parser can read, the message is read as far
+    as it goes (at worst its headers) and ``bound`` says so."""
+    loaded = bounds.load(raw)
+    try:
+        parsed = _read(loaded.message)
+    except Exception:  # a tree the accessors cannot walk: its headers are still a message
+        parsed = _read(bounds.load_headers(raw), with_parts=False)
+        loaded.bound = loaded.bound or "Unparseable"
+    if loaded.bound:
+        parsed.bound = loaded.bound
+        parsed.message["mime_defects_json"] = sorted(
+            {*parsed.message["mime_defects_json"], loaded.bound}
+        )
+    parsed.message["raw_size"] = len(raw)
+    return Parsed(
+        bounds.storable(parsed.message), bounds.storable(parsed.attachments), parsed.bound
+    )
+
+
+def _read(msg: EmailMessage, with_parts: bool = True) -> Parsed:
+    text_part, html_part = bodies(msg) if with_parts else (None, None)
     text_body = part_text(text_part) if text_part is not None else None
     html_body = part_text(html_part) if html_part is not None else None
     body_ids = {id(text_part), id(html_part)}
@@ -147,13 +194,13 @@ def parse(raw: bytes) -> Parsed:
         text_body = part_text(msg)
         body_ids.add(id(msg))
     attachments = []
-    for index, part in enumerate(leaves(msg)):
+    for index, part in enumerate(leaves(msg) if with_parts else []):
         if id(part) in body_ids:
             continue
         attachments.append(
             {
                 "filename": _filename(part),
-                "content_type": part.get_content_type(),
+                "content_type": _content_type(part),
                 "content_id": _header(part, "Content-ID"),
                 "disposition": _disposition(part),
                 "size": len(part_bytes(part)),
@@ -170,12 +217,11 @@ def parse(raw: bytes) -> Parsed:
         "subject": _header(msg, "Subject") or "",
         "message_id_header": _header(msg, "Message-ID"),
         "in_reply_to_header": (_ids(_header(msg, "In-Reply-To")) or [None])[0],
-        "references_json": _ids(_header(msg, "References")),
+        "references_json": _ids(_header(msg, "References", bounds.PARSE_CHARS)),
         "headers_json": _headers(msg),
-        "auth_results": _header(msg, "Authentication-Results"),
+        "auth_results": _header(msg, "Authentication-Results", MAX_HEADER_VALUE),
         "text_body": text_body,
         "html_body": html_body,
-        "raw_size": len(raw),
         "mime_defects_json": _defects(msg),
     }
     return Parsed(message, attachments)

@@ -24,11 +24,17 @@ class Route:
     user: User | None = None
 
 
+MAX_ADDRESS_CHARS = 320  # RFC 5321: a 64-octet local part, @, a 255-octet domain
+
+
 def base_local(address: str) -> tuple[str, str]:
-    """``("alice", "mail.example")`` for ``Alice+tag@Mail.Example``; empty parts if unusable."""
+    """``("alice", "mail.example")`` for ``Alice+tag@Mail.Example``; empty parts if unusable
+    (too long, or holding anything but printable text: never a lookup that cannot succeed)."""
+    if len(address or "") > 4 * MAX_ADDRESS_CHARS:
+        return "", ""
     _name, addr = parseaddr(address or "")
     local, sep, domain = addr.rpartition("@")
-    if not sep or not local:
+    if not sep or not local or len(addr) > MAX_ADDRESS_CHARS or not addr.isprintable():
         return "", ""
     return local.split("+", 1)[0].lower(), domain.lower().rstrip(".")
 

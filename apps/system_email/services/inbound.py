@@ -130,7 +130,7 @@ def deliver(raw: bytes, local: str, delivery_id: str, envelope_from: str | None 
     try:
         parsed = mime.parse(raw)
         stored, attachments = raw, parsed.attachments
-        if len(raw) > PERSIST_CAP:
+        if len(raw) > PERSIST_CAP or parsed.bound:
             reduced = mime.reduce_to_cap(raw, PERSIST_CAP, parsed)
             stored, attachments = reduced.raw, reduced.omitted
             parsed.message.update(text_body=reduced.text_body, html_body=reduced.html_body)

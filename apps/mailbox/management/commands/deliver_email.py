@@ -1,22 +1,27 @@
 """Deliver one message from an MTA pipe: ``manage.py deliver_email --to ADDRESS < file.eml``.
 
-The last stdout line is one JSON object ``{"status", "messageId", "reason"}`` with status
-received, rejected or duplicate (exit 0). A retryable failure exits 75 (EX_TEMPFAIL, which
-MTAs treat as "try again later"); retry with the same ``--delivery-id``.
+The last stdout line is always one JSON object ``{"status", "messageId", "reason"}``, whatever
+the input. Status received, rejected or duplicate exits 0: the delivery is settled for good (a
+message that can never be stored is ``rejected``, so the MTA bounces it instead of retrying it
+forever). Status ``retry`` exits 75 (EX_TEMPFAIL, which MTAs treat as "try again later") and
+happens only when a part of Kody is unavailable; retry with the same ``--delivery-id``. Only a
+received message is charged.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.mailbox.services import inbound
+from apps.mailbox.services import inbound, mime
 from kody.errors import KodyError
 
 EX_TEMPFAIL = 75
+log = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -28,13 +33,22 @@ class Command(BaseCommand):
         parser.add_argument("--envelope-from", default=None, help="the envelope sender")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        raw = sys.stdin.buffer.read()
+        # One byte past the wire limit is enough to refuse it; the rest is never held.
+        raw = sys.stdin.buffer.read(mime.MAX_WIRE_BYTES + 1)
         try:
             outcome = inbound.deliver(
                 raw, options["to"], options["delivery_id"], options["envelope_from"]
             )
         except KodyError as exc:
-            raise CommandError(f"{exc.code}: {exc.message}", returncode=EX_TEMPFAIL) from exc
+            if exc.status >= 500:
+                self._retry(exc, exc.code)
+            # Refused for a reason no retry changes (as the webhook's 4xx): a bounce.
+            outcome = inbound.Outcome("rejected", reason=exc.code)
         except Exception as exc:
-            raise CommandError(f"retryable failure: {exc}", returncode=EX_TEMPFAIL) from exc
+            log.exception("deliver_email failed at a retryable step")
+            self._retry(exc, "retryable_failure")
         self.stdout.write(json.dumps(outcome.as_json()))
+
+    def _retry(self, exc: Exception, code: str) -> NoReturn:
+        self.stdout.write(json.dumps({"status": "retry", "messageId": None, "reason": code}))
+        raise CommandError(f"{code}: {exc}", returncode=EX_TEMPFAIL) from exc
