@@ -38,7 +38,7 @@ from django.db import connection
 from django.db.models import Min, Q
 from django.utils import timezone
 
-from apps.entitlements.services import LimitReached, consume_in_call
+from apps.entitlements.services import LimitReached, consume_in_call, count_limit
 from apps.jobs import schedules
 from apps.jobs.actor import models as am
 from apps.jobs.actor import records
@@ -172,7 +172,11 @@ class JobManager(Actor):
         for field in ("next_run_at", "expires_at"):
             if isinstance(getattr(row, field), str):
                 setattr(row, field, datetime.fromisoformat(getattr(row, field)))
-        row.save(force_insert=True)
+        # The plan's scheduled_jobs limit, counted and inserted under one lock (a count taken
+        # before this call raced: 20 parallel schedules made 8 jobs of a limit of 5).
+        with count_limit(self.user_id, "scheduled_jobs") as slot:
+            slot.take()
+            row.save(force_insert=True)
         index_debt.changed("job", self.user_id, [row.id])
         self._arm()
         return {"id": row.id, "nextRunAt": row.next_run_at.isoformat()}

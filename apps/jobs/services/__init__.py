@@ -12,7 +12,6 @@ from typing import Any, TypedDict
 
 from django.utils import timezone
 
-from apps.entitlements.services import assert_within
 from apps.jobs import schedules, targets
 from apps.jobs.actor.manager import JobManager
 from apps.jobs.models import Job
@@ -107,7 +106,7 @@ def schedule_job(
     parsed.check(ctx)
     stored, first = schedules.normalize(schedule, tz, now)
     expires = _expires(expires_at, now)
-    assert_within(ctx.user, "scheduled_jobs")
+    # The scheduled_jobs limit is checked by the JobManager's create, atomically with the insert.
     job_id = new_id()
     fields = {
         "id": job_id,
