@@ -20,6 +20,7 @@ Hot path (one UserMeter call, plan from the Redis cache, no shared-table write):
 ``user`` is a ``User`` or a stable user id. Account UI: ``usage_summary(user)``.
 """
 
+from apps.entitlements.services.count_limits import CountSlot, count_limit
 from apps.entitlements.services.enforcement import (
     Charge,
     LimitReached,
@@ -31,7 +32,6 @@ from apps.entitlements.services.enforcement import (
     refund,
     reserve_storage_bytes,
 )
-from apps.entitlements.services.count_limits import CountSlot, count_limit
 from apps.entitlements.services.plan_cache import cached_plan, invalidate_plan
 from apps.entitlements.services.summary import usage_summary, usage_summary_json
 from apps.entitlements.services.usage import record_usage
