@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from apps.accounts.page_writes import guarded_page_write
 from apps.mailbox.services import inbound, inboxes, mime, outbound, reads
 from apps.mailbox.services.html import sanitize
 from kody.errors import BadRequest, KodyError
@@ -124,6 +125,7 @@ def account_email_message(request: HttpRequest, message_id: str) -> HttpResponse
 
 @login_required
 @require_POST
+@guarded_page_write
 def account_email_delete(request: HttpRequest, message_id: str) -> HttpResponse:
     try:
         reads.delete(_account_user(request), message_id)
