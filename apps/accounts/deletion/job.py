@@ -386,6 +386,17 @@ def _apply(cursor: Any, target: TableTarget, owner: Owner, report: StepReport) -
                 [DELETED_USER, owner.stable_id],
             )
             _count(report.updated, f"{target.table}.{column}", cursor.rowcount)
+        for column in target.json_columns:
+            # The stable id (64 hex characters: never part of another word) wherever it sits
+            # in the document — a value, a list item, inside a longer string — and only in
+            # rows that hold it; the rest of the operator's record stays as it was.
+            cursor.execute(
+                f"UPDATE {table} SET {quote(column)} ="
+                f" replace({quote(column)}::text, %s, %s)::jsonb"
+                f" WHERE strpos({quote(column)}::text, %s) > 0",
+                [owner.stable_id, DELETED_USER, owner.stable_id],
+            )
+            _count(report.updated, f"{target.table}.{column}", cursor.rowcount)
         return
     if target.match == Match.NULL_USER_COLUMN:
         extra = ""
