@@ -190,3 +190,30 @@ def test_someone_elses_revoked_token_does_not_touch_the_owners_job(owner, outsid
     # And the outsider cannot read the owner's job, disabled or not.
     outsider_raw = create_token(outsider, "other")[1]
     assert call(outsider_raw, "jobGet", {"jobId": job_id})[0] == 404
+
+
+def test_jobs_written_before_token_ids_are_checked_through_their_principal(owner):
+    """Rows from before ``tokenId``: a PAT's job names it ``pat:{id}``, an OAuth client's job
+    names the client, and a session's job names its surface and owner."""
+    from apps.accounts.models import TokenKind
+    from apps.jobs import grants
+    from tests.accounts.factories import AccessTokenFactory
+
+    uid = owner.stable_user_id
+    pat = AccessTokenFactory(user=owner)
+    oauth = AccessTokenFactory(user=owner, kind=TokenKind.OAUTH, client_id="client-notes")
+
+    def refusal(principal: str, surface: str = "api") -> str | None:
+        context = {"userId": uid, "surface": surface, "scopes": ["*"], "principal": principal}
+        return grants.refusal(context, User.objects.get(pk=owner.pk))
+
+    assert refusal(f"pat:{pat.pk}") is None
+    assert refusal("client-notes", "mcp") is None
+    assert refusal(f"ui:{uid}", "ui") is None and refusal(f"api:{uid}", "job") is None
+    AccessToken.objects.filter(pk=pat.pk).update(revoked_at=timezone.now())
+    AccessToken.objects.filter(pk=oauth.pk).update(revoked_at=timezone.now())
+    assert refusal(f"pat:{pat.pk}") == "token_revoked"
+    assert refusal("client-notes", "mcp") == "token_revoked"
+    assert refusal(f"ui:{uid}", "ui") is None  # the owner's own session needs no token
+    AccessToken.objects.filter(pk=pat.pk).delete()
+    assert refusal(f"pat:{pat.pk}") == "token_missing"
