@@ -183,9 +183,11 @@ def update_job(ctx: Context, job_id: str, changes: dict[str, Any]) -> JobJson:
     if "enabled" in changes:
         fields["enabled"] = bool(changes["enabled"])
     if changes.get("enabled") is True or "target" in changes:
-        # Re-enabled or retargeted: from now on the job runs with the grant of this caller.
-        parsed = targets.parse_target(changes.get("target", (job.params_json or {}).get("target")))
-        parsed.check(ctx)
+        # Re-enabled or retargeted: from now on the job runs with the grant of this caller,
+        # which must itself be allowed to make the job's call.
+        current = changes.get("target", (job.params_json or {}).get("target"))
+        if current is not None:
+            targets.parse_target(current).check(ctx)
         fields["caller_context_json"] = targets.caller_context(ctx)
         fields["disabled_reason"] = None
     if reschedule:
