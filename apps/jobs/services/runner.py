@@ -171,7 +171,7 @@ def _skipped(now: datetime, reason: str) -> Outcome:
         "error_message": f"{reason}: {text}",
         "retryable": False,
         "calls": [],
-        "lines": [{"level": "warn", "message": f"not run: {text} The job is disabled."}],
+        "lines": [{"level": "warning", "message": f"not run: {text} The job is disabled."}],
     }
 
 
