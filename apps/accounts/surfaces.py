@@ -48,6 +48,9 @@ class TableTarget:
     redact: tuple[str, ...] = ()
     parent: str = ""
     note: str = ""
+    # JSON columns that may name the owner anywhere inside (REPLACE_USER_COLUMN targets): the
+    # deletion rewrites the stable id in them too, as it does in ``columns``.
+    json_columns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
         columns=("scope_user_id", "initiated_by_user_id"),
         export=False,
         note="operator run rows; filters_json also has the id rewritten (JSON replace)",
+        json_columns=("filters_json",),
     ),
     TableTarget(
         "mcp_memory_conversation_suppressions",

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.accounts import forms
 from apps.accounts.models import User
+from apps.accounts.page_writes import guarded_page_write
 from apps.accounts.services import identity, tokens
 from apps.entitlements import plans
 from apps.entitlements.services import usage_summary
@@ -54,7 +55,16 @@ def _form_status(exc: KodyError) -> int:
 
 
 def mutation(view: View) -> View:
-    """Signed-in POST handlers: refuse every change once the account is being deleted."""
+    """Signed-in POST handlers: each change runs inside the account write guard, as a mutating
+    capability does (refused once the account is being deleted; the deletion's drain waits for
+    one in flight)."""
+    return login_required(require_POST(guarded_page_write(view)))
+
+
+def refused_while_deleting(view: View) -> View:
+    """Signed-in POSTs that write none of the account's data (a verification mail): refused
+    once the account is being deleted, without a write lease — an unverified signup has no
+    actor state, and taking a lease would create it."""
 
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -180,7 +190,7 @@ def verify(request: HttpRequest) -> HttpResponse:
     )
 
 
-@mutation
+@refused_while_deleting
 def resend_verification(request: HttpRequest) -> HttpResponse:
     try:
         sent = identity.resend_verification(_user(request))

@@ -3,6 +3,8 @@ operators may stop (kill switch) or release a job, each audited."""
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -10,6 +12,7 @@ from django.http import HttpRequest
 from apps.jobs import models as m
 from apps.jobs.actor.manager import JobManager
 from kody.adminkit import ReadOnlyModelAdmin
+from kody.capabilities.secrecy import redacted_call
 
 
 def _set_kill_switch(request: HttpRequest, queryset: QuerySet[m.Job], on: bool) -> int:
@@ -37,7 +40,9 @@ def _set_kill_switch(request: HttpRequest, queryset: QuerySet[m.Job], on: bool) 
 
 @admin.register(m.Job)
 class JobAdmin(ReadOnlyModelAdmin):
-    exclude = ("claim_token",)  # a live lease token is a write capability
+    # A live lease token is a write capability; the raw parameters could hold a secret value
+    # written before targets carrying one were refused: the target is shown redacted instead.
+    exclude = ("claim_token", "params_json")
     list_display = (
         "name",
         "user_id",
@@ -50,6 +55,13 @@ class JobAdmin(ReadOnlyModelAdmin):
     list_filter = ("enabled", "kill_switch_enabled", "preserved", "last_run_status")
     search_fields = ("id", "name", "user_id")
     actions = ("stop_jobs", "release_jobs")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: object = None) -> list[str]:
+        return [*super().get_readonly_fields(request, obj), "target"]
+
+    @admin.display(description="Target (secret values redacted)")
+    def target(self, obj: m.Job) -> str:
+        return json.dumps(redacted_call((obj.params_json or {}).get("target")), sort_keys=True)
 
     @admin.action(description="Stop the selected jobs (kill switch)")
     def stop_jobs(self, request: HttpRequest, queryset: QuerySet[m.Job]) -> None:

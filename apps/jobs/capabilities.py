@@ -9,6 +9,7 @@ from apps.jobs.actor.models import RUN_STATUSES, RUN_SURFACES
 from apps.jobs.actor.runlog import TRIAGE
 from apps.jobs.services import runs, storage
 from kody.capabilities import Context, capability
+from kody.capabilities.secrecy import TARGET as TARGET_MARK
 
 ID = {"type": "string", "minLength": 1, "maxLength": 512}
 CURSOR = {"type": "string", "minLength": 1, "maxLength": 2048}
@@ -16,7 +17,10 @@ LIMIT = {"type": "integer", "minimum": 1, "maximum": 100}
 TARGET = {
     "type": "object",
     "description": 'A capability call the caller may make: {"capability": "accountUsage", '
-    '"args": {}}. It runs with the caller\'s identity, limits and token scopes.',
+    '"args": {}}. It runs with the caller\'s identity, limits and token scopes, and only while '
+    "that token is live. A target carrying a secret value (secretSet, …) is refused.",
+    # A stored call: kody.capabilities.secrecy follows it into the target's own schema.
+    TARGET_MARK: True,
     "properties": {
         "capability": {"type": "string", "minLength": 1, "maxLength": 64},
         "args": {"type": "object"},

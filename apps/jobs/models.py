@@ -48,6 +48,9 @@ class Job(models.Model):
     last_completed_scheduled_for = models.DateTimeField(null=True, blank=True)
     # When reached the scheduler skips the job and disables it; it never deletes the row.
     expires_at = models.DateTimeField(null=True, blank=True)
+    # Why the scheduler disabled the job (``apps.jobs.grants``: ``token_revoked``,
+    # ``owner_suspended``, …); NULL while it may run. Re-enabling with a live grant clears it.
+    disabled_reason = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001
 
     class Meta:
         db_table = "jobs"

@@ -5,6 +5,12 @@ owner may make, ``{"capability": "accountUsage", "args": {...}}``, run with the 
 identity and the scopes of the token that scheduled it, exactly as if that token had called
 it. A package export becomes a second kind by adding a class with ``run`` and a branch in
 ``parse_target``.
+
+The caller context stored with the job names the token (``tokenId``) whose grant the job
+replays; ``apps.jobs.grants`` checks before every run that the token is still live and the
+owner may still act. A target that would carry a secret value (an argument marked
+``x-kody-secret`` in its capability's schema, however deep) is refused when it is scheduled:
+job parameters are stored, listed and exported, and a secret must never be among them.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kody.capabilities import Context, get, invoke
+from kody.capabilities.secrecy import secret_paths
 from kody.errors import Forbidden, InvalidInput
 
 if TYPE_CHECKING:
@@ -26,12 +33,22 @@ class InvalidTarget(InvalidInput):
     message = "The job's target is not a capability the caller may call."
 
 
+class SecretInTarget(InvalidTarget):
+    code = "secret_in_job_target"
+    message = (
+        "A job cannot carry a secret value: job parameters are stored and shown. "
+        "Save the secret with secretSet now and let the job use it by name."
+    )
+
+
 @dataclass(frozen=True)
 class CallerScopes:
     """The scheduling token's grant, replayed at run time (quacks like an AccessToken)."""
 
     scopes: tuple[str, ...]
     principal: str
+    # The access token whose grant this replays (None: scheduled from a session).
+    token_id: int | None = None
     name: str = "scheduled job"
     kind: str = "job"
     token_prefix: str = ""
@@ -48,11 +65,28 @@ def caller_context(ctx: Context) -> dict[str, Any]:
     token = ctx.token
     scopes = list(token.scopes) if token is not None else [FULL_ACCESS]
     principal = token.principal_id if token is not None else f"{ctx.surface}:{ctx.user_id}"
-    return {"userId": ctx.user_id, "surface": ctx.surface, "scopes": scopes, "principal": principal}
+    context: dict[str, Any] = {
+        "userId": ctx.user_id,
+        "surface": ctx.surface,
+        "scopes": scopes,
+        "principal": principal,
+    }
+    # An AccessToken row's pk, or the token a running job replays (a job scheduling a job).
+    token_id = getattr(token, "token_id", None) if isinstance(token, CallerScopes) else None
+    if token is not None and not isinstance(token, CallerScopes):
+        token_id = getattr(token, "pk", None)
+    if token_id is not None:
+        context["tokenId"] = int(token_id)
+    return context
 
 
 def scopes_of(context: dict[str, Any]) -> CallerScopes:
-    return CallerScopes(tuple(context.get("scopes") or ()), str(context.get("principal", "")))
+    token_id = context.get("tokenId")
+    return CallerScopes(
+        tuple(context.get("scopes") or ()),
+        str(context.get("principal", "")),
+        int(token_id) if isinstance(token_id, int) else None,
+    )
 
 
 class JobTarget(Protocol):
@@ -82,6 +116,10 @@ class CapabilityTarget:
                 "The token that schedules a job must itself grant the job's capability.",
                 details={"capability": self.capability, "scope": cap.scope},
             )
+        secret = secret_paths(self.capability, self.args)
+        if secret:
+            # The pointers say where, never what: the value is not echoed.
+            raise SecretInTarget(details={"capability": self.capability, "paths": secret[:10]})
         errors = [e.message for e in cap.validator.iter_errors(self.args)][:5]
         if errors:
             raise InvalidTarget(

@@ -10,9 +10,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import User
+from apps.accounts.page_writes import guarded_page_write
 from apps.jobs import schedules, services
 from apps.jobs.services import runs
-from kody.errors import AccountDeleting, KodyError
+from kody.errors import KodyError
 
 PAGE = 50
 
@@ -75,8 +76,6 @@ def job_page(request: HttpRequest, job_id: str) -> HttpResponse:
 def _act(request: HttpRequest, job_id: str, action: str) -> HttpResponse:
     user = _user(request)
     try:
-        if User.objects.filter(pk=user.pk, deleting_at__isnull=False).exists():
-            raise AccountDeleting()
         if action == "pause":
             services.set_enabled(user.stable_user_id, job_id, False)
             messages.success(request, "Job paused.")
@@ -94,18 +93,21 @@ def _act(request: HttpRequest, job_id: str, action: str) -> HttpResponse:
 
 @login_required
 @require_POST
+@guarded_page_write
 def job_pause(request: HttpRequest, job_id: str) -> HttpResponse:
     return _act(request, job_id, "pause")
 
 
 @login_required
 @require_POST
+@guarded_page_write
 def job_resume(request: HttpRequest, job_id: str) -> HttpResponse:
     return _act(request, job_id, "resume")
 
 
 @login_required
 @require_POST
+@guarded_page_write
 def job_run(request: HttpRequest, job_id: str) -> HttpResponse:
     return _act(request, job_id, "run")
 

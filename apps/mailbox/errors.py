@@ -60,3 +60,8 @@ class MailboxWritesClosed(KodyError):
     code = "mailbox_writes_closed"
     status = 503
     message = "Email writes are closed: the email graph authority marker is missing."
+
+
+class OutboundPaused(Forbidden):
+    code = "email_outbound_paused"
+    message = "Sending mail is paused for this account; nothing was sent."

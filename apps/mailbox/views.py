@@ -18,6 +18,7 @@ from django.utils.http import content_disposition_header
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from apps.accounts.page_writes import guarded_page_write
 from apps.mailbox.services import bounds, inbound, inboxes, mime, outbound, reads
 from apps.mailbox.services.html import sanitize
 from kody.capabilities.text import check_text
@@ -129,6 +130,7 @@ def account_email_message(request: HttpRequest, message_id: str) -> HttpResponse
 
 @login_required
 @require_POST
+@guarded_page_write
 def account_email_delete(request: HttpRequest, message_id: str) -> HttpResponse:
     try:
         reads.delete(_account_user(request), message_id)

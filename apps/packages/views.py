@@ -1,5 +1,6 @@
 """Account pages for memories and secrets. Every view reads and writes the signed-in user's
-rows only, through the services; a secret's value is never rendered."""
+rows only, through the services; a secret's value is never rendered. Every form that changes
+something runs inside the account write guard (``guarded_page_write``), as capabilities do."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from apps.accounts.page_writes import guarded_page_write
 from apps.packages.models import SavedPackage
 from apps.packages.services import memories, secrets
 from kody.errors import KodyError
@@ -37,6 +39,7 @@ def memory_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@guarded_page_write
 def memory_delete(request: HttpRequest, memory_id: str) -> HttpResponse:
     try:
         memories.delete(_uid(request), memory_id)
@@ -56,6 +59,7 @@ def secret_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@guarded_page_write
 def secret_delete(request: HttpRequest) -> HttpResponse:
     try:
         secrets.delete_secret(
@@ -71,6 +75,7 @@ def secret_delete(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
+@guarded_page_write
 def secret_grants(request: HttpRequest) -> HttpResponse:
     """The owner's package grant for a user secret: only here, never through an agent."""
     try:
@@ -84,6 +89,7 @@ def secret_grants(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
+@guarded_page_write
 def secret_approve(request: HttpRequest) -> HttpResponse:
     """The grant a package asked for with ``secretLock``: the owner approves it here, or not.
     Another user's secret or package is not found, whoever holds the link."""

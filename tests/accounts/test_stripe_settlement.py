@@ -221,3 +221,35 @@ def test_an_already_cancelled_subscription_is_left_alone(fake, audits):
     fake.add_invoice(sub, [line(3000)])
     result = settle(fake, customer, START + 20 * DAY, audits)
     assert result == {"stripeRefunds": [], "cancelledSubscriptions": [], "skippedRefunds": []}
+
+
+def test_two_settlements_racing_past_the_listing_issue_one_credit_note(fake, audits):
+    """Without the deletion's run lock (another code path, a bypass): both settlements list the
+    invoice's notes before either issues one; the idempotency key makes Stripe answer the
+    second create with the first note instead of refunding twice."""
+    import threading
+
+    customer, sub = subscribed(fake)
+    fake.add_invoice(sub, [line(3000)])
+    listed = threading.Barrier(2)
+
+    def both_list_first(method: str, path: str) -> None:
+        if method == "GET" and path == "/v1/credit_notes":
+            try:
+                listed.wait(timeout=2)
+            except threading.BrokenBarrierError:
+                pass
+
+    fake.before = both_list_first
+    results: list[dict] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(settle(fake, customer, START, audits)))
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    [note] = ours(fake)
+    assert note["total"] == 3000  # the whole period is unused at START
+    assert [r["stripeRefunds"][0]["creditNoteId"] for r in results] == [note["id"]] * 2

@@ -37,6 +37,11 @@ class StripeFake:
         self.reject_credit_notes: str = ""  # a Stripe error message to answer with, if set
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.fail_next: int = 0  # answer this many requests with a 500
+        # (method, path, Idempotency-Key) -> (params, status, payload): Stripe's replay table.
+        self.idempotent: dict[tuple[str, str, str], tuple[dict, int, dict]] = {}
+        # Called with (method, path) before a request is answered, outside the fake's lock:
+        # a test can hold one request back to line two callers up.
+        self.before: Any = None
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -58,7 +63,10 @@ class StripeFake:
                 body = self.rfile.read(length).decode() if length else ""
                 url = urlsplit(self.path)
                 params = _form(body) if body else _form(url.query)
-                status, payload = fake.handle(self.command, url.path, params)
+                if fake.before is not None:
+                    fake.before(self.command, url.path)
+                key = self.headers.get("Idempotency-Key") or ""
+                status, payload = fake.handle(self.command, url.path, params, key)
                 raw = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -188,16 +196,38 @@ class StripeFake:
         return [p for m, p, _ in self.requests if method is None or m == method]
 
     # --- the API -----------------------------------------------------------------------
-    def handle(self, method: str, path: str, params: dict[str, str]) -> tuple[int, dict]:
+    def handle(
+        self, method: str, path: str, params: dict[str, str], idempotency_key: str = ""
+    ) -> tuple[int, dict]:
         with self._lock:
             self.requests.append((method, path, params))
             if self.fail_next > 0:
                 self.fail_next -= 1
                 return 500, {"error": {"type": "api_error", "message": "fake outage"}}
-            for pattern, verb, handler in self._routes():
-                match = re.fullmatch(pattern, path)
-                if match and verb == method:
-                    return handler(params, *match.groups())
+            # Stripe: a mutation repeated with its key is answered as the first time; the same
+            # key with other parameters is refused. A request refused before it ran (a 4xx) saves
+            # no result, so its retry runs afresh.
+            seen = self.idempotent.get((method, path, idempotency_key)) if idempotency_key else None
+            if seen is not None:
+                if seen[0] != params:
+                    return 400, {
+                        "error": {
+                            "type": "idempotency_error",
+                            "message": "Keys for idempotent requests can only be used with "
+                            "the same parameters they were first used with.",
+                        }
+                    }
+                return seen[1], seen[2]
+            answer = self._route(method, path, params)
+            if idempotency_key and method in ("POST", "DELETE") and not 400 <= answer[0] < 500:
+                self.idempotent[(method, path, idempotency_key)] = (params, *answer)
+            return answer
+
+    def _route(self, method: str, path: str, params: dict[str, str]) -> tuple[int, dict]:
+        for pattern, verb, handler in self._routes():
+            match = re.fullmatch(pattern, path)
+            if match and verb == method:
+                return handler(params, *match.groups())
         return 404, {"error": {"type": "invalid_request_error", "message": f"no {path}"}}
 
     def _routes(self) -> list[tuple[str, str, Any]]:

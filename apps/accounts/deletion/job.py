@@ -21,19 +21,28 @@ A failure in steps 1–4 leaves the marker, the rows and the actor state: the jo
 ``retained`` with the reason, and a rerun (``manage.py purge_account``, or the
 ``account_deletion_resume`` lane) continues from the failed step. When the deletion is
 abandoned instead, ``release`` lifts the marker so the account works again.
+
+One run at a time. A double-submitted form, ``purge_account`` beside the resume lane, or two
+lanes on two workers could otherwise run the same steps side by side, and ``billing`` would
+refund twice. ``run`` holds a session-level advisory lock, keyed by the account, on a
+connection of its own for the whole run (``_run_lock``): a second run finds it taken and
+raises ``DeletionInProgress`` without touching anything; a run that gets it re-reads the row,
+so it never repeats a step another run finished while it waited. A worker that dies drops its
+connection, and Postgres releases the lock with it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from apps.accounts.models import AccountDeletion, DeletionStatus, User
@@ -61,6 +70,11 @@ class DeletionRetained(KodyError):
     code = "account_retained"
     status = 409
     message = "The account was kept; the deletion can be retried."
+
+
+class DeletionInProgress(DeletionRetained):
+    code = "account_deletion_running"
+    message = "This account's deletion is already running; it carries on there."
 
 
 class WriteLeasesHeld(DeletionRetained):
@@ -112,7 +126,49 @@ def start(user: User, *, requested_by: str) -> AccountDeletion:
 def run(
     deletion: AccountDeletion, *, on_step: Callable[[StepReport], None] | None = None
 ) -> AccountDeletion:
-    """Run the remaining steps; returns the row, ``complete`` or ``retained`` with a reason."""
+    """Run the remaining steps; returns the row, ``complete`` or ``retained`` with a reason.
+    Raises ``DeletionInProgress`` when another run of the same account holds the lock."""
+    subject = deletion.subject_user_id or f"deletion:{deletion.pk}"
+    with _run_lock(subject) as held:
+        if not held:
+            raise DeletionInProgress(details={"deletionId": deletion.pk})
+        try:
+            # Another run may have finished steps (or the whole deletion) while this caller
+            # held a stale copy of the row: continue from what the database says.
+            deletion.refresh_from_db()
+        except AccountDeletion.DoesNotExist:
+            raise DeletionRetained("This deletion was released meanwhile.") from None
+        if deletion.status == DeletionStatus.COMPLETE:
+            return deletion
+        return _run_steps(deletion, on_step)
+
+
+@contextmanager
+def _run_lock(subject: str) -> Iterator[bool]:
+    """``pg_try_advisory_lock`` on a connection of its own, held until the run returns.
+
+    Its own session, so nothing the steps do to the thread's connection (commit, rollback,
+    close after an error) can drop it; unlocked explicitly before closing, so a pooled
+    connection does not go back to the pool still holding it."""
+    conn = connections.create_connection(DEFAULT_DB_ALIAS)
+    key = f"kody:account-deletion:{subject}"
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", [key])
+            held = bool(cursor.fetchone()[0])
+        try:
+            yield held
+        finally:
+            if held:
+                with conn.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
+    finally:
+        conn.close()
+
+
+def _run_steps(
+    deletion: AccountDeletion, on_step: Callable[[StepReport], None] | None
+) -> AccountDeletion:
     deletion.attempts += 1
     deletion.status = DeletionStatus.RUNNING
     # A run lease: the resume lane leaves a running deletion alone until it passes, and takes
@@ -222,11 +278,15 @@ def _billing(deletion: AccountDeletion, owner: Owner, report: StepReport) -> Non
             category="account", action=action, result=result, email=user.email, reason=reason
         )
 
+    # The refund is computed as of the first billing attempt, and that time is kept: a retry
+    # then sends Stripe the same parameters under the same idempotency keys, so a credit note
+    # whose answer was lost is replayed, not issued again nor refused as a changed request.
+    settled_at = int(deletion.result.get("billingAt") or datetime.now(UTC).timestamp())
+    if "billingAt" not in deletion.result:
+        deletion.result = {**deletion.result, "billingAt": settled_at}
+        deletion.save(update_fields=["result", "updated_at"])
     settlement = settle_customer(
-        billing.client(),
-        user.stripe_customer_id,
-        now=int(datetime.now(UTC).timestamp()),
-        audit=record,
+        billing.client(), user.stripe_customer_id, now=settled_at, audit=record
     )
     result = settlement.as_dict()
     deletion.result = {**deletion.result, **result}
@@ -324,6 +384,17 @@ def _apply(cursor: Any, target: TableTarget, owner: Owner, report: StepReport) -
             cursor.execute(
                 f"UPDATE {table} SET {quote(column)} = %s WHERE {quote(column)} = %s",
                 [DELETED_USER, owner.stable_id],
+            )
+            _count(report.updated, f"{target.table}.{column}", cursor.rowcount)
+        for column in target.json_columns:
+            # The stable id (64 hex characters: never part of another word) wherever it sits
+            # in the document — a value, a list item, inside a longer string — and only in
+            # rows that hold it; the rest of the operator's record stays as it was.
+            cursor.execute(
+                f"UPDATE {table} SET {quote(column)} ="
+                f" replace({quote(column)}::text, %s, %s)::jsonb"
+                f" WHERE strpos({quote(column)}::text, %s) > 0",
+                [owner.stable_id, DELETED_USER, owner.stable_id],
             )
             _count(report.updated, f"{target.table}.{column}", cursor.rowcount)
         return

@@ -15,6 +15,12 @@ and a credit-note listing too long to trust (``credit_notes_incomplete:{invoiceI
 other Stripe rejection raises ``AccountDeletionBillingError``: the deletion stops and keeps the
 account, so nobody is billed for an account that is gone nor loses a refund silently.
 
+Every mutation carries an idempotency key derived from what it acts on (``idempotency_key``:
+the credit note from the subscription and invoice, the cancel from the subscription), so two
+settlements racing past the listing below, or a retry whose first answer was lost, make Stripe
+answer the first request again instead of refunding twice. (The deletion job also runs one
+settlement at a time; the keys hold even if that lock were bypassed.)
+
 Retries are idempotent: an invoice already carrying an issued credit note with
 ``metadata.kody_account_deletion=1`` is reported, not refunded again, and already-cancelled or
 missing subscriptions count as cancelled. After cancelling, every issued Kody-marked note of
@@ -161,7 +167,8 @@ def _refund_subscription(
                 "reason": "order_change",
                 "memo": MEMO,
                 "metadata": {MARKER: "1", "kody_subscription_id": subscription["id"]},
-            }
+            },
+            {"idempotency_key": idempotency_key("credit-note", subscription["id"], invoice["id"])},
         )
     )
     audit("account_deletion_refund", "success", f"{plan['currency']}:{total}")
@@ -226,7 +233,10 @@ def _charge_fully_refunded(client: stripe.StripeClient, invoice: dict[str, Any])
 
 def _cancel(client: stripe.StripeClient, subscription_id: str) -> None:
     try:
-        client.v1.subscriptions.cancel(subscription_id)
+        client.v1.subscriptions.cancel(
+            subscription_id,
+            options={"idempotency_key": idempotency_key("cancel", subscription_id)},
+        )
     except stripe.InvalidRequestError as exc:
         # Already cancelled or gone: the retry of an earlier attempt.
         if exc.http_status != 404 and exc.code != "resource_missing":
@@ -260,6 +270,12 @@ def _as_refund(subscription_id: str, invoice: dict[str, Any], note: dict[str, An
         invoice_id=invoice["id"],
         credit_note_id=note["id"],
     )
+
+
+def idempotency_key(action: str, *ids: str) -> str:
+    """The Stripe idempotency key of one settlement mutation: the same objects, the same key
+    (Stripe keeps keys 24 hours; the listing above covers a retry after that)."""
+    return ":".join(["kody-account-deletion", action, *ids])
 
 
 def _is_ours(note: dict[str, Any]) -> bool:

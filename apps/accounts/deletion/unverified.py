@@ -65,7 +65,11 @@ def run_pass(*, limit: int, dry_run: bool = False) -> list[Outcome]:
         if not claim(user):
             outcomes.append(Outcome(user.stable_user_id, "skipped", "no longer eligible"))
             continue
-        deletion = job.run(job.start(user, requested_by="lane"))
+        try:
+            deletion = job.run(job.start(user, requested_by="lane"))
+        except job.DeletionInProgress:
+            outcomes.append(Outcome(user.stable_user_id, "skipped", "deletion already running"))
+            continue
         if deletion.status == DeletionStatus.COMPLETE:
             _audit(audit, user.email, "unverified_account_purged", "success", None)
             outcomes.append(Outcome(user.stable_user_id, "purged"))

@@ -44,7 +44,13 @@ def delete_account(request: HttpRequest) -> HttpResponse:
     form = DeleteAccountForm(user, request.POST or None)
     if request.method == "POST" and form.is_valid():
         email = user.email
-        deletion = job.run(job.start(user, requested_by="self"))
+        try:
+            deletion = job.run(job.start(user, requested_by="self"))
+        except job.DeletionInProgress as exc:
+            # A second submit of the form while the first still runs: that run carries on.
+            return render(
+                request, "accounts/delete_retained.html", {"reason": exc.message}, status=409
+            )
         if deletion.status != DeletionStatus.COMPLETE:
             return render(
                 request,

@@ -45,6 +45,7 @@ from apps.accounts.surfaces import (
 )
 from kody.actors.base import actor_named
 from kody.blobs import buckets
+from kody.capabilities.secrecy import redacted_call
 from kody.errors import BadRequest, KodyError, NotFound
 from kody.userschema.schemas import has_actor_state
 
@@ -255,6 +256,8 @@ def _table_page(owner: Owner, target: TableTarget, cursor: str | None, limit: in
     rows = rows[:limit]
     for row in rows:
         _mask_other_parties(target, owner, row)
+        for column in json_columns & row.keys():
+            row[column] = _redacted_calls(row[column])
     next_cursor = _seal(owner, section_name, _plain(rows[-1][key])) if more else None
     return {
         "section": "d1_table",
@@ -263,6 +266,18 @@ def _table_page(owner: Owner, target: TableTarget, cursor: str | None, limit: in
         "redacted": sorted(hidden),
         "nextCursor": next_cursor,
     }
+
+
+def _redacted_calls(value: Any) -> Any:
+    """A stored capability call (a job's target, however nested) never exports a secret
+    argument (``kody.capabilities.secrecy``), whatever an old row holds."""
+    if isinstance(value, dict):
+        if isinstance(value.get("capability"), str) and isinstance(value.get("args"), dict):
+            value = redacted_call(value)
+        return {key: _redacted_calls(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_redacted_calls(item) for item in value]
+    return value
 
 
 def _mask_other_parties(target: TableTarget, owner: Owner, row: dict[str, Any]) -> None:

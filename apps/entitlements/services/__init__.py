@@ -8,6 +8,9 @@ Hot path (one UserMeter call, plan from the Redis cache, no shared-table write):
   the charge (a request or job id): after an ``ActorCallTimeout`` the same call with the
   same key charges at most once.
 * ``assert_within(user, resource, n=1)`` checks any limit without charging.
+* ``count_limit(user, resource)``: a count limit (jobs, secrets, saved packages, …) held
+  atomically around the insert — see ``count_limits``; every writer of a counted resource
+  uses it instead of ``assert_within``.
 * ``consume_in_call(context, resource)``: the same charge from inside one of the user's own
   actor calls, in that call's transaction (the JobManager charges ``job_runs_per_day`` with
   its claim).
@@ -17,6 +20,7 @@ Hot path (one UserMeter call, plan from the Redis cache, no shared-table write):
 ``user`` is a ``User`` or a stable user id. Account UI: ``usage_summary(user)``.
 """
 
+from apps.entitlements.services.count_limits import CountSlot, count_limit
 from apps.entitlements.services.enforcement import (
     Charge,
     LimitReached,
@@ -39,6 +43,7 @@ def plan_of(user: object) -> str:
 
 __all__ = [
     "Charge",
+    "CountSlot",
     "LimitReached",
     "NotMetered",
     "assert_within",
@@ -46,6 +51,7 @@ __all__ = [
     "consume",
     "consume_in_call",
     "consume_inbound_delivery",
+    "count_limit",
     "invalidate_plan",
     "plan_of",
     "record_usage",

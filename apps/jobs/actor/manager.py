@@ -38,7 +38,7 @@ from django.db import connection
 from django.db.models import Min, Q
 from django.utils import timezone
 
-from apps.entitlements.services import LimitReached, consume_in_call
+from apps.entitlements.services import LimitReached, consume_in_call, count_limit
 from apps.jobs import schedules
 from apps.jobs.actor import models as am
 from apps.jobs.actor import records
@@ -100,6 +100,7 @@ REPORT_FIELDS = [
     "last_run_at",
     "last_run_status",
     "last_completed_scheduled_for",
+    "disabled_reason",
     "updated_at",
 ]
 
@@ -110,7 +111,8 @@ class Claim(TypedDict):
 
 
 class Outcome(TypedDict, total=False):
-    status: str  # success | error
+    status: str  # success | error | skipped (the grant refused it: apps.jobs.grants)
+    skip_reason: str
     started_at: str
     finished_at: str
     error_name: str | None
@@ -172,7 +174,11 @@ class JobManager(Actor):
         for field in ("next_run_at", "expires_at"):
             if isinstance(getattr(row, field), str):
                 setattr(row, field, datetime.fromisoformat(getattr(row, field)))
-        row.save(force_insert=True)
+        # The plan's scheduled_jobs limit, counted and inserted under one lock (a count taken
+        # before this call raced: 20 parallel schedules made 8 jobs of a limit of 5).
+        with count_limit(self.user_id, "scheduled_jobs") as slot:
+            slot.take()
+            row.save(force_insert=True)
         index_debt.changed("job", self.user_id, [row.id])
         self._arm()
         return {"id": row.id, "nextRunAt": row.next_run_at.isoformat()}
@@ -418,6 +424,17 @@ class JobManager(Actor):
         if job is None or not current:
             return {"runId": run_id, "applied": False, "advanced": False}
         now = timezone.now()
+        if outcome.get("status") == "skipped":
+            # Not run: its grant or its owner may no longer act. Disabled with the reason
+            # (shown in jobGet and the account UI) until the owner re-enables it.
+            job.enabled = False
+            job.disabled_reason = str(outcome.get("skip_reason") or "skipped")[:64]
+            job.last_completed_scheduled_for = job.claimed_scheduled_for or job.next_run_at
+            job.last_run_at, job.last_run_status = now, "skipped"
+            job.retry_count = 0
+            job.retry_scheduled_for = None
+            self._release(job)
+            return {"runId": run_id, "applied": True, "advanced": False}
         failed = outcome.get("status") != "success"
         if failed and outcome.get("retryable") and job.retry_count < MAX_RETRIES:
             job.retry_count += 1
@@ -474,6 +491,10 @@ class JobManager(Actor):
             if scheduled_for
             else {"stale": True},
         }
+        if outcome.get("skip_reason"):
+            # The run log's statuses are running/success/error (SCHEMA.md): a skipped run is
+            # an error named "skipped", its reason kept apart in the metadata.
+            run["metadata_json"] = {**run["metadata_json"], "skipped": outcome["skip_reason"]}
         items: list[tuple[dict[str, Any], list[dict[str, Any]] | None]] = [
             (run, outcome.get("lines"))
         ]
@@ -492,6 +513,7 @@ class JobManager(Actor):
         job.last_run_at, job.last_run_status = now, status
         job.retry_count = 0
         job.retry_scheduled_for = None
+        job.disabled_reason = None  # it ran: whatever disabled it before no longer holds
         if upcoming is None:
             job.enabled = False  # a one-off that ran, or a schedule with nothing left
         else:

@@ -12,11 +12,11 @@ from typing import Any, TypedDict
 
 from django.utils import timezone
 
-from apps.entitlements.services import assert_within
-from apps.jobs import schedules, targets
+from apps.jobs import grants, schedules, targets
 from apps.jobs.actor.manager import JobManager
 from apps.jobs.models import Job
 from kody.capabilities import Context
+from kody.capabilities.secrecy import redacted_call
 from kody.errors import InvalidInput, NotFound
 from kody.fields import new_id
 
@@ -32,6 +32,9 @@ class JobNotFound(NotFound):
 class JobJson(TypedDict):
     id: str
     name: str
+    status: str  # active | paused | stopped (kill switch) | disabled (see disabledReason)
+    disabledReason: str | None
+    disabledBecause: str | None
     target: dict[str, Any] | None
     schedule: dict[str, Any]
     timezone: str
@@ -60,7 +63,11 @@ def as_json(job: Job) -> JobJson:
     return {
         "id": job.id,
         "name": job.name,
-        "target": (job.params_json or {}).get("target"),
+        "status": status_of(job),
+        "disabledReason": job.disabled_reason,
+        "disabledBecause": grants.describe(job.disabled_reason) or None,
+        # Refused when scheduled; redacted here too, for rows older than that refusal.
+        "target": redacted_call((job.params_json or {}).get("target")),
         "schedule": job.schedule_json,
         "timezone": job.timezone,
         "enabled": job.enabled,
@@ -76,6 +83,14 @@ def as_json(job: Job) -> JobJson:
         "storageId": job.storage_id,
         "createdAt": job.created_at.isoformat(),
     }
+
+
+def status_of(job: Job) -> str:
+    if job.kill_switch_enabled:
+        return "stopped"
+    if job.disabled_reason:
+        return "disabled"
+    return "active" if job.enabled else "paused"
 
 
 def _expires(value: str | None, now: datetime) -> datetime | None:
@@ -107,7 +122,7 @@ def schedule_job(
     parsed.check(ctx)
     stored, first = schedules.normalize(schedule, tz, now)
     expires = _expires(expires_at, now)
-    assert_within(ctx.user, "scheduled_jobs")
+    # The scheduled_jobs limit is checked by the JobManager's create, atomically with the insert.
     job_id = new_id()
     fields = {
         "id": job_id,
@@ -167,6 +182,14 @@ def update_job(ctx: Context, job_id: str, changes: dict[str, Any]) -> JobJson:
     reschedule = {"schedule", "timezone"} & set(changes) or changes.get("enabled") is True
     if "enabled" in changes:
         fields["enabled"] = bool(changes["enabled"])
+    if changes.get("enabled") is True or "target" in changes:
+        # Re-enabled or retargeted: from now on the job runs with the grant of this caller,
+        # which must itself be allowed to make the job's call.
+        current = changes.get("target", (job.params_json or {}).get("target"))
+        if current is not None:
+            targets.parse_target(current).check(ctx)
+        fields["caller_context_json"] = targets.caller_context(ctx)
+        fields["disabled_reason"] = None
     if reschedule:
         tz = changes.get("timezone", job.timezone)
         stored, first = schedules.normalize(changes.get("schedule", job.schedule_json), tz, now)
@@ -181,6 +204,13 @@ def set_enabled(user_id: str, job_id: str, enabled: bool) -> JobJson:
     job = owned(user_id, job_id)
     fields: dict[str, Any] = {"enabled": enabled}
     if enabled:
+        if job.disabled_reason:
+            # The owner, signed in, takes the job over from the token that lost its grant: it
+            # keeps at most the scopes it had, and now answers to the owner's session alone.
+            context = {**(job.caller_context_json or {}), "surface": "ui"}
+            context.pop("tokenId", None)
+            context["principal"] = f"ui:{user_id}"
+            fields.update(caller_context_json=context, disabled_reason=None)
         now = timezone.now()
         upcoming = schedules.next_run_at(job.schedule_json, job.timezone, now - timedelta(0, 1))
         if upcoming is None:

@@ -36,7 +36,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from apps.jobs import targets
+from apps.jobs import grants, targets
 from apps.jobs.actor.manager import (
     MIN_LEASE_LEFT,
     JobManager,
@@ -104,7 +104,10 @@ def run_batch(user_id: str, claims: list[dict[str, str]]) -> list[dict[str, Any]
         now = timezone.now()
         if job.lease_expires_at <= now:
             continue  # over: the next alarm reclaims it
-        outcome = _execute(job, owner, now)
+        # The grant that scheduled the job, asked now: a token revoked (or an owner suspended)
+        # since the claim stops the run before the target is called.
+        reason = grants.refusal(job.caller_context_json or {}, owner)
+        outcome = _skipped(now, reason) if reason else _execute(job, owner, now)
         pending.append({"job_id": job.id, "claim_token": claim["claim_token"], "outcome": outcome})
         if time.monotonic() - reported_at >= REPORT_EVERY:
             answers += JobManager.call(user_id, "finish_many", reports=pending)
@@ -153,6 +156,22 @@ def _execute(job: Job, owner: Any, started: datetime) -> Outcome:
         "finished_at": timezone.now().isoformat(),
         "calls": calls,
         "lines": [{"level": "info", "message": f"called {target.capability}"}],
+    }
+
+
+def _skipped(now: datetime, reason: str) -> Outcome:
+    """A run that must not happen (``grants.refusal``): recorded, and the job disabled."""
+    text = grants.describe(reason)
+    return {
+        "status": "skipped",
+        "skip_reason": reason,
+        "started_at": now.isoformat(),
+        "finished_at": now.isoformat(),
+        "error_name": "skipped",
+        "error_message": f"{reason}: {text}",
+        "retryable": False,
+        "calls": [],
+        "lines": [{"level": "warning", "message": f"not run: {text} The job is disabled."}],
     }
 
 

@@ -28,13 +28,14 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.models import User
 from apps.entitlements import services as entitlements
 from apps.mailbox.actor import Mailbox
 from apps.mailbox.actor.mailbox import write_provider_index
-from apps.mailbox.errors import SenderNotVerified, SubmissionInProgress
+from apps.mailbox.errors import OutboundPaused, SenderNotVerified, SubmissionInProgress
 from apps.mailbox.models import (
     EmailDeliveryAlertEvent,
     EmailOutboundProviderIndex,
@@ -74,6 +75,17 @@ def sender(user: User, from_address: str | None) -> EmailSenderIdentity:
     if found is None:
         raise SenderNotVerified(details={"from": from_address})
     return found
+
+
+def sending_paused(uid: str) -> bool:
+    """``users.email_outbound_paused_at`` (an operator's pause) or a suspended account: no
+    mail of this user leaves, by any path — a send asked for now, or one stored before the
+    pause and still waiting for its submission. Read fresh: the pause may be seconds old."""
+    return (
+        User.objects.filter(stable_user_id=uid)
+        .filter(Q(email_outbound_paused_at__isnull=False) | Q(suspended_at__isnull=False))
+        .exists()
+    )
 
 
 def _charge_key(message_id: str) -> str:
@@ -148,6 +160,12 @@ def submit(uid: str, message_id: str) -> dict[str, Any]:
         raise SubmissionInProgress(details={"messageId": message_id})
     if claim["state"] != "claimed":
         return _reply(claim)  # already sent or failed: nothing is submitted twice
+    if sending_paused(uid):
+        # Stored before the pause, submitted after it: failed, never handed to the provider.
+        error = "email_outbound_paused"
+        entitlements.refund(uid, SENDS, key=_charge_key(message_id))
+        _record(uid, message_id, {"status": "failed", "provider": provider, "error": error})
+        return {"messageId": message_id, "status": "failed", "error": error}
     email = _email(claim["message"])
     try:
         email.send()
@@ -184,6 +202,8 @@ def send(
     references: list[str] | None = None,
 ) -> dict[str, Any]:
     inboxes.require_graph_authority()
+    if sending_paused(user.stable_user_id):
+        raise OutboundPaused()
     to_list, cc_list, bcc_list = _addresses(to, "to"), _addresses(cc, "cc"), _addresses(bcc, "bcc")
     if not to_list or len(to_list) + len(cc_list) + len(bcc_list) > MAX_RECIPIENTS:
         raise InvalidInput("Between 1 and 50 recipients.", details={"to": len(to_list)})

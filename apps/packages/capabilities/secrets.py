@@ -2,7 +2,8 @@
 
 Schemas leave ``value`` (and the items of ``secrets``) untyped on purpose: a schema error
 message quotes the offending input, so shape checks on anything that may hold a secret happen
-here, with messages that never include it.
+here, with messages that never include it. Each value is marked ``"x-kody-secret": true``
+(``kody.capabilities.secrecy``): a job whose target would carry one is refused.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.utils.dateparse import parse_datetime
 
 from apps.packages.services import secrets as service
 from kody.capabilities import Context, capability
+from kody.capabilities.secrecy import SECRET
 from kody.errors import InvalidInput
 
 MAX_VALUE_CHARS = 16384
@@ -102,7 +104,7 @@ def _when(raw: Any, name: str) -> datetime | None:
     input_schema=_schema(
         {
             "name": NAME,
-            "value": {"description": "The secret (a string)."},
+            "value": {"description": "The secret (a string).", SECRET: True},
             "description": {"type": "string", "maxLength": 1000},
             "allowedHosts": HOSTS,
             "expiresAt": {"type": "string", "format": "date-time"},
@@ -129,7 +131,16 @@ def secret_set(
     title="Save several secrets",
     description="Save up to 50 secrets in one bucket at once: all are saved, or none.",
     input_schema=_schema(
-        {"secrets": {"type": "array", "minItems": 1, "maxItems": MAX_BATCH}}, ["secrets"]
+        {
+            "secrets": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_BATCH,
+                # No "type" on the items: only the mark, so no schema error quotes an item.
+                "items": {"properties": {"value": {SECRET: True}}},
+            }
+        },
+        ["secrets"],
     ),
 )
 def secret_set_many(

@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.community.models import CommunityFork
+from apps.entitlements.services import count_limit
 from apps.packages.models import SavedPackage, SecretBucket, SecretEntry
 from apps.packages.models.secrets import SecretScope
 from apps.packages.services import crypto
@@ -106,10 +107,16 @@ def set_many(
     names = [s.name for s in secrets]
     if len(set(names)) != len(names):
         raise InvalidInput("Each name may appear once.", details={"field": "secrets"})
-    with transaction.atomic():
+    # The plan's secrets limit counts every entry of the user: the new names are counted and
+    # saved under the owner's count lock, so parallel saves cannot pass it together.
+    with transaction.atomic(), count_limit(user_id, "secrets") as slot:
         bucket, _ = SecretBucket.objects.get_or_create(
             user_id=user_id, scope=scope, binding_key=key
         )
+        existing = set(
+            SecretEntry.objects.filter(bucket=bucket, name__in=names).values_list("name", flat=True)
+        )
+        slot.take(len(set(names) - existing))
         saved = [_save(user_id, bucket, s) for s in secrets]
     log.info("secrets saved: user=%s scope=%s count=%d", user_id[:8], scope, len(saved))
     return [metadata(e, bucket) for e in saved]

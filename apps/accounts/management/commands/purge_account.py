@@ -1,7 +1,8 @@
 """``manage.py purge_account EMAIL --yes``: delete one account completely, step by step.
 
 Prints one line per step with its counts; exits 0 only when the deletion completed, and
-non-zero with the reason when the account was kept (rerun the same command to continue).
+non-zero with the reason when the account was kept (rerun the same command to continue) or
+when another run of the same deletion (the form, the resume lane) is in progress.
 """
 
 from __future__ import annotations
@@ -40,7 +41,12 @@ class Command(BaseCommand):
             for warning in report.warnings:
                 self.stdout.write(f"    warning: {warning}")
 
-        deletion = job.run(deletion, on_step=show)
+        try:
+            deletion = job.run(deletion, on_step=show)
+        except job.DeletionInProgress as exc:
+            raise CommandError(
+                f"{exc.message} Nothing was done here; rerun once it has stopped."
+            ) from exc
         if deletion.status != DeletionStatus.COMPLETE:
             raise CommandError(
                 f"account retained at step {deletion.step}: {deletion.last_error} "
