@@ -37,9 +37,7 @@ def _own_platform_address(address: str, ctx: ImportContext, what: str) -> bool:
 def sender_identity(values: dict[str, Any], ctx: ImportContext) -> None:
     address = str(values.get("email") or "")
     if not _own_platform_address(address, ctx, "sender identity"):
-        ctx.warn(
-            f"email_sender_identities: {address[:120]} not imported; verify it again here"
-        )
+        ctx.warn(f"email_sender_identities: {address[:120]} not imported; verify it again here")
     return None  # the platform address is provisioned verified again on first use
 
 

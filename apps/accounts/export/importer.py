@@ -281,9 +281,7 @@ def _write(plan: Plan, report: ImportReport) -> User:
 def _insert(plan: TablePlan, user: User, id_maps: dict[str, dict[Any, Any]]) -> int:
     pk = plan.model._meta.pk
     for old_pk, planned in plan.rows:
-        values = {
-            name: _resolve(value, user, id_maps) for name, value in planned.items()
-        }
+        values = {name: _resolve(value, user, id_maps) for name, value in planned.items()}
         if plan.renumbered:
             values.pop(pk.attname, None)
         obj = plan.model(**values)

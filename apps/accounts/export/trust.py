@@ -134,7 +134,8 @@ def plan_table(
             continue
         for f in model._meta.concrete_fields:
             if isinstance(f, models.JSONField) and values.get(f.attname) is not None:
-                values[f.attname] = rewrite_json(values[f.attname], ctx, f"{target.table}.{f.column}")
+                where = f"{target.table}.{f.column}"
+                values[f.attname] = rewrite_json(values[f.attname], ctx, where)
         if rule is not None:
             ruled = rule(values, ctx)
             if ruled is None:
