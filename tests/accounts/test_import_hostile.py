@@ -1,0 +1,300 @@
+"""A hostile archive: Mallory exports her own account, edits the directory, and imports it as a
+new account, aiming at Victor, who already lives here.
+
+Each attack is one crafted archive. Every one must be refused with its reason, leave no
+account behind, and leave Victor's rows, jobs, mail, blobs and KV keys byte-identical (his
+own full export, taken before and after, is compared file by file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.core.files.base import ContentFile
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from apps.accounts.management.commands.export_account import _write_checksums
+from apps.accounts.models import User
+from apps.accounts.models.users import stable_user_id_for
+from config.buckets import bucket_storages
+from kody import blobs
+from kody.blobs.keys import email_raw_key
+from kody.kv import keys, store
+from tests.accounts.factories import UserFactory
+from tests.accounts.test_export_roundtrip import export, mail_and_storage, make_owner
+from tests.jobs.factories import JobFactory
+from tests.packages.factories import (
+    EntitySourceFactory,
+    McpMemoryFactory,
+    PublishedBundleArtifactFactory,
+    ValueBucketFactory,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
+
+
+@pytest.fixture(autouse=True)
+def _setup(settings, tmp_path):  # type: ignore[no-untyped-def]
+    settings.KODY_ACTORS_INLINE = True
+    settings.KODY_MAIL_DOMAIN = "mail.test"
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    conf = bucket_storages(
+        use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path / "var"
+    )
+    with override_settings(STORAGES={**django_settings.STORAGES, **conf}):
+        yield
+
+
+def bundle_key(source_id: str) -> str:
+    return keys.bundle_artifact(source_id, "c1", "export", None, "index.ts")
+
+
+@pytest.fixture
+def victor() -> User:
+    """The second user: memories, values, a job, delivered mail with its raw blob, KV keys."""
+    user = UserFactory(username=f"victor-{secrets.token_hex(3)}")
+    stable = user.stable_user_id
+    McpMemoryFactory(id=secrets.token_hex(8), user_id=stable, summary="victor's secret plan")
+    ValueBucketFactory(id=f"vb-{stable[:12]}", user_id=stable)
+    mail_and_storage(user, "victor letter")
+    source = EntitySourceFactory(
+        id=f"src-{stable[:12]}", user_id=stable, entity_id="v-pkg", repo_id=f"repo-{stable[:12]}"
+    )
+    store.put(bundle_key(source.id), b"victor's bundle")
+    return user
+
+
+def victor_state(user: User, out: Path) -> dict[str, Any]:
+    """Everything of Victor's: his export (rows, mail, storage, blobs) and his KV keys."""
+    export(user.email, out)
+    state: dict[str, Any] = {}
+    for path in sorted(out.rglob("*")):
+        if path.is_file() and path.name != "SHA256SUMS":
+            state[path.relative_to(out).as_posix()] = path.read_bytes()
+    manifest = json.loads(state.pop("manifest.json"))
+    manifest.pop("generatedAt")
+    state["manifest"] = manifest
+    stable = user.stable_user_id
+    for key in (
+        bundle_key(f"src-{stable[:12]}"),
+        f"package-retriever-manifest:v1:{stable}:x",
+    ):
+        state[f"kv:{key}"] = store.get(key)
+    return state
+
+
+@pytest.fixture
+def archive(tmp_path) -> Path:
+    """Mallory's honest export, with a job, a package source and its bundle row."""
+    mallory = make_owner()
+    stable = mallory.stable_user_id
+    JobFactory(id=f"job-{stable[:12]}", user_id=stable, source_id="", caller_context_json={})
+    source = EntitySourceFactory(
+        id=f"src-{stable[:12]}", user_id=stable, entity_id="m-pkg", repo_id=f"repo-{stable[:12]}"
+    )
+    PublishedBundleArtifactFactory(
+        id=f"pba-{stable[:12]}", user_id=stable, source_id=source.id, kv_key=bundle_key(source.id)
+    )
+    directory = export(mallory.email, tmp_path / "mallory")
+    # The archive came from another instance: nothing of Mallory's is here.
+    call_command("purge_account", mallory.email, "--yes", stdout=io.StringIO())
+    return directory
+
+
+NEW_USERNAME = "mallory-new"
+NEW_EMAIL = "mallory-new@example.org"
+
+
+def rows(directory: Path, table: str) -> list[dict[str, Any]]:
+    path = directory / "sections" / f"d1_table.{table}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def write_rows(directory: Path, table: str, found: list[dict[str, Any]]) -> None:
+    path = directory / "sections" / f"d1_table.{table}.jsonl"
+    path.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in found))
+
+
+def as_new_account(directory: Path) -> None:
+    """The archive comes in under a fresh name (and ``--email``)."""
+    users = rows(directory, "users")
+    users[0]["username"] = NEW_USERNAME
+    write_rows(directory, "users", users)
+
+
+def attempt(directory: Path, *, reseal: bool = True) -> str:
+    if reseal:
+        _write_checksums(directory)  # a forger lists her edits, so checksums alone prove nothing
+    with pytest.raises(CommandError) as refused:
+        call_command(
+            "import_account",
+            str(directory),
+            "--email",
+            NEW_EMAIL,
+            "--no-reindex",
+            stdout=io.StringIO(),
+        )
+    assert not User.objects.filter(email=NEW_EMAIL).exists()
+    assert not User.objects.filter(stable_user_id=stable_user_id_for(NEW_EMAIL)).exists()
+    return str(refused.value)
+
+
+@pytest.fixture
+def unharmed(victor, tmp_path):  # type: ignore[no-untyped-def]
+    before = victor_state(victor, tmp_path / "victor-before")
+    yield victor
+    assert victor_state(victor, tmp_path / "victor-after") == before
+
+
+def test_an_owner_column_naming_another_account_refuses_the_import(archive, unharmed):
+    as_new_account(archive)
+    memories = rows(archive, "mcp_memories")
+    memories.append({**memories[0], "id": "planted", "user_id": unharmed.stable_user_id})
+    write_rows(archive, "mcp_memories", memories)
+
+    reason = attempt(archive)
+
+    assert "mcp_memories row does not belong to the exported account" in reason
+
+
+def test_a_job_whose_caller_context_names_another_account_refuses_the_import(archive, unharmed):
+    as_new_account(archive)
+    jobs = rows(archive, "jobs")
+    jobs[0]["caller_context_json"] = {
+        "userId": unharmed.stable_user_id,
+        "surface": "mcp",
+        "scopes": ["*"],
+        "principal": "token:stolen",
+    }
+    write_rows(archive, "jobs", jobs)
+
+    reason = attempt(archive)
+
+    assert "jobs.caller_context_json names another account" in reason
+
+
+def test_a_row_pointing_into_another_accounts_bucket_refuses_the_import(archive, unharmed):
+    as_new_account(archive)
+    entries = rows(archive, "value_entries")
+    entries[0]["bucket_id"] = f"vb-{unharmed.stable_user_id[:12]}"
+    write_rows(archive, "value_entries", entries)
+
+    reason = attempt(archive)
+
+    assert "value_entries row's bucket_id points at a value_buckets row" in reason
+
+
+@pytest.mark.parametrize("local", ["support", "victor"])
+def test_a_reserved_or_someone_elses_sender_address_refuses_the_import(
+    archive, unharmed, local
+):
+    as_new_account(archive)
+    address = f"{unharmed.username if local == 'victor' else local}@mail.test"
+    mallory_id = json.loads((archive / "manifest.json").read_text())["userId"]
+    write_rows(
+        archive,
+        "email_sender_identities",
+        [
+            {
+                "id": "sender-1",
+                "user_id": mallory_id,
+                "email": address,
+                "domain": "mail.test",
+                "display_name": "Support",
+                "status": "verified",
+                "verified_at": "2026-01-01T00:00:00Z",
+                "created_at": "2026-01-01T00:00:00Z",
+                "updated_at": "2026-01-01T00:00:00Z",
+            }
+        ],
+    )
+
+    reason = attempt(archive)
+
+    assert f"sender identity '{address}' is a reserved or platform address" in reason
+
+
+def test_a_platform_id_as_the_exported_account_refuses_the_import(archive, unharmed):
+    as_new_account(archive)
+    manifest_path = archive / "manifest.json"
+    mallory_id = json.loads(manifest_path.read_text())["userId"]
+    for path in [manifest_path, *(archive / "sections").glob("*.jsonl")]:
+        path.write_text(path.read_text().replace(mallory_id, "system:email"))
+
+    reason = attempt(archive)
+
+    assert "manifest userId 'system:email' is not a stable user id" in reason
+
+
+def test_a_kv_key_in_a_bundle_row_refuses_the_import(archive, unharmed):
+    as_new_account(archive)
+    bundles = rows(archive, "published_bundle_artifacts")
+    bundles[0]["kv_key"] = bundle_key(f"src-{unharmed.stable_user_id[:12]}")
+    write_rows(archive, "published_bundle_artifacts", bundles)
+
+    reason = attempt(archive)
+
+    assert "kv_key is not the key its builder makes" in reason
+    assert store.get(bundle_key(f"src-{unharmed.stable_user_id[:12]}")) == b"victor's bundle"
+
+
+def test_an_unlisted_file_refuses_the_import(archive, unharmed):
+    as_new_account(archive)
+    _write_checksums(archive)
+    planted = archive / "blobs" / "email_blobs" / f"email-raw:v1:{unharmed.stable_user_id}"
+    planted.mkdir(parents=True)
+    (planted / "evil").write_bytes(b"From: mallory\r\n\r\nnot from victor")
+
+    reason = attempt(archive, reseal=False)
+
+    assert "is not listed in SHA256SUMS" in reason
+
+
+def test_a_path_leaving_the_archive_refuses_the_import(archive, unharmed, tmp_path):
+    as_new_account(archive)
+    _write_checksums(archive)
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text("{}\n")
+    digest = hashlib.sha256(outside.read_bytes()).hexdigest()
+    with open(archive / "SHA256SUMS", "a") as sums:
+        sums.write(f"{digest}  sections/../../outside.jsonl\n")
+
+    reason = attempt(archive, reseal=False)
+
+    assert "names a path outside the export" in reason
+
+
+def test_a_symlink_to_a_file_outside_refuses_the_import(archive, unharmed):
+    as_new_account(archive)
+    mallory_id = json.loads((archive / "manifest.json").read_text())["userId"]
+    victims_mail = next(blobs.list_prefix("email_blobs", f"email-raw:v1:{unharmed.stable_user_id}/"))
+    target = blobs.bucket("email_blobs").path(victims_mail)
+    link = archive / "blobs" / "user_avatars" / mallory_id / "stolen.png"
+    link.parent.mkdir(parents=True)
+    os.symlink(target, link)
+
+    reason = attempt(archive)  # the forger's SHA256SUMS even lists the link's target bytes
+
+    assert f"blobs/user_avatars/{mallory_id}/stolen.png is a symlink" in reason
+    assert list(blobs.list_prefix("user_avatars", "")) == []
+
+
+def test_a_blob_key_that_exists_here_refuses_the_import_and_keeps_its_bytes(archive, unharmed):
+    as_new_account(archive)
+    # Mallory's raw mail would land under the account's new id; someone's object is there.
+    taken = email_raw_key(stable_user_id_for(NEW_EMAIL), "m1")
+    blobs.bucket("email_blobs").save(taken, ContentFile(b"someone else's bytes"))
+
+    reason = attempt(archive)
+
+    assert f"blob email_blobs/{taken} already exists here" in reason
+    assert blobs.bucket("email_blobs").open(taken).read() == b"someone else's bytes"
