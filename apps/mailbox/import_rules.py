@@ -20,13 +20,14 @@ from apps.mailbox.services.routing import base_local
 
 
 def _own_platform_address(address: str, ctx: ImportContext, what: str) -> bool:
-    """True for the account's own address on the mail domain; refuses any other one there."""
+    """True for the account's own address on the mail domain (under its username here or in
+    the archive); refuses any other address there."""
     local, domain = base_local(address)
     if not local or not domain:
         raise ImportRefused(f"{what} {address[:120]!r} is not an address")
     if domain != settings.KODY_MAIL_DOMAIN.lower():
         return False
-    if local != ctx.username:
+    if local not in (ctx.username, ctx.old_username):
         raise ImportRefused(
             f"{what} {address[:120]!r} is a reserved or platform address of this instance"
         )
@@ -45,6 +46,7 @@ def sender_identity(values: dict[str, Any], ctx: ImportContext) -> None:
 def inbox_address(values: dict[str, Any], ctx: ImportContext) -> dict[str, Any]:
     address = str(values.get("address") or "")
     if _own_platform_address(address, ctx, "inbox address"):
+        values["address"] = f"{ctx.username}@{settings.KODY_MAIL_DOMAIN}"
         values["local_part"] = ctx.username
         values["domain"] = settings.KODY_MAIL_DOMAIN
     return values

@@ -25,13 +25,15 @@ from django.test import override_settings
 from apps.accounts.management.commands.export_account import _write_checksums
 from apps.accounts.models import User
 from apps.accounts.models.users import stable_user_id_for
+from apps.jobs.models import Job
+from apps.mailbox.actor import Mailbox
+from apps.packages.models import McpMemory, PublishedBundleArtifact
 from config.buckets import bucket_storages
 from kody import blobs
 from kody.blobs.keys import email_raw_key
 from kody.kv import keys, store
 from tests.accounts.factories import UserFactory
 from tests.accounts.test_export_roundtrip import export, mail_and_storage, make_owner
-from tests.jobs.factories import JobFactory
 from tests.packages.factories import (
     EntitySourceFactory,
     McpMemoryFactory,
@@ -94,10 +96,10 @@ def victor_state(user: User, out: Path) -> dict[str, Any]:
 
 @pytest.fixture
 def archive(tmp_path) -> Path:
-    """Mallory's honest export, with a job, a package source and its bundle row."""
+    """Mallory's honest export: mail, a job, a package source and its bundle row."""
     mallory = make_owner()
     stable = mallory.stable_user_id
-    JobFactory(id=f"job-{stable[:12]}", user_id=stable, source_id="", caller_context_json={})
+    mail_and_storage(mallory, "mallory letter")
     source = EntitySourceFactory(
         id=f"src-{stable[:12]}", user_id=stable, entity_id="m-pkg", repo_id=f"repo-{stable[:12]}"
     )
@@ -110,7 +112,6 @@ def archive(tmp_path) -> Path:
     return directory
 
 
-NEW_USERNAME = "mallory-new"
 NEW_EMAIL = "mallory-new@example.org"
 
 
@@ -122,13 +123,6 @@ def rows(directory: Path, table: str) -> list[dict[str, Any]]:
 def write_rows(directory: Path, table: str, found: list[dict[str, Any]]) -> None:
     path = directory / "sections" / f"d1_table.{table}.jsonl"
     path.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in found))
-
-
-def as_new_account(directory: Path) -> None:
-    """The archive comes in under a fresh name (and ``--email``)."""
-    users = rows(directory, "users")
-    users[0]["username"] = NEW_USERNAME
-    write_rows(directory, "users", users)
 
 
 def attempt(directory: Path, *, reseal: bool = True) -> str:
@@ -156,7 +150,6 @@ def unharmed(victor, tmp_path):  # type: ignore[no-untyped-def]
 
 
 def test_an_owner_column_naming_another_account_refuses_the_import(archive, unharmed):
-    as_new_account(archive)
     memories = rows(archive, "mcp_memories")
     memories.append({**memories[0], "id": "planted", "user_id": unharmed.stable_user_id})
     write_rows(archive, "mcp_memories", memories)
@@ -167,7 +160,6 @@ def test_an_owner_column_naming_another_account_refuses_the_import(archive, unha
 
 
 def test_a_job_whose_caller_context_names_another_account_refuses_the_import(archive, unharmed):
-    as_new_account(archive)
     jobs = rows(archive, "jobs")
     jobs[0]["caller_context_json"] = {
         "userId": unharmed.stable_user_id,
@@ -183,7 +175,6 @@ def test_a_job_whose_caller_context_names_another_account_refuses_the_import(arc
 
 
 def test_a_row_pointing_into_another_accounts_bucket_refuses_the_import(archive, unharmed):
-    as_new_account(archive)
     entries = rows(archive, "value_entries")
     entries[0]["bucket_id"] = f"vb-{unharmed.stable_user_id[:12]}"
     write_rows(archive, "value_entries", entries)
@@ -194,10 +185,7 @@ def test_a_row_pointing_into_another_accounts_bucket_refuses_the_import(archive,
 
 
 @pytest.mark.parametrize("local", ["support", "victor"])
-def test_a_reserved_or_someone_elses_sender_address_refuses_the_import(
-    archive, unharmed, local
-):
-    as_new_account(archive)
+def test_a_reserved_or_someone_elses_sender_address_refuses_the_import(archive, unharmed, local):
     address = f"{unharmed.username if local == 'victor' else local}@mail.test"
     mallory_id = json.loads((archive / "manifest.json").read_text())["userId"]
     write_rows(
@@ -224,7 +212,6 @@ def test_a_reserved_or_someone_elses_sender_address_refuses_the_import(
 
 
 def test_a_platform_id_as_the_exported_account_refuses_the_import(archive, unharmed):
-    as_new_account(archive)
     manifest_path = archive / "manifest.json"
     mallory_id = json.loads(manifest_path.read_text())["userId"]
     for path in [manifest_path, *(archive / "sections").glob("*.jsonl")]:
@@ -236,7 +223,6 @@ def test_a_platform_id_as_the_exported_account_refuses_the_import(archive, unhar
 
 
 def test_a_kv_key_in_a_bundle_row_refuses_the_import(archive, unharmed):
-    as_new_account(archive)
     bundles = rows(archive, "published_bundle_artifacts")
     bundles[0]["kv_key"] = bundle_key(f"src-{unharmed.stable_user_id[:12]}")
     write_rows(archive, "published_bundle_artifacts", bundles)
@@ -248,7 +234,6 @@ def test_a_kv_key_in_a_bundle_row_refuses_the_import(archive, unharmed):
 
 
 def test_an_unlisted_file_refuses_the_import(archive, unharmed):
-    as_new_account(archive)
     _write_checksums(archive)
     planted = archive / "blobs" / "email_blobs" / f"email-raw:v1:{unharmed.stable_user_id}"
     planted.mkdir(parents=True)
@@ -260,7 +245,6 @@ def test_an_unlisted_file_refuses_the_import(archive, unharmed):
 
 
 def test_a_path_leaving_the_archive_refuses_the_import(archive, unharmed, tmp_path):
-    as_new_account(archive)
     _write_checksums(archive)
     outside = tmp_path / "outside.jsonl"
     outside.write_text("{}\n")
@@ -274,9 +258,10 @@ def test_a_path_leaving_the_archive_refuses_the_import(archive, unharmed, tmp_pa
 
 
 def test_a_symlink_to_a_file_outside_refuses_the_import(archive, unharmed):
-    as_new_account(archive)
     mallory_id = json.loads((archive / "manifest.json").read_text())["userId"]
-    victims_mail = next(blobs.list_prefix("email_blobs", f"email-raw:v1:{unharmed.stable_user_id}/"))
+    victims_mail = next(
+        blobs.list_prefix("email_blobs", f"email-raw:v1:{unharmed.stable_user_id}/")
+    )
     target = blobs.bucket("email_blobs").path(victims_mail)
     link = archive / "blobs" / "user_avatars" / mallory_id / "stolen.png"
     link.parent.mkdir(parents=True)
@@ -289,7 +274,6 @@ def test_a_symlink_to_a_file_outside_refuses_the_import(archive, unharmed):
 
 
 def test_a_blob_key_that_exists_here_refuses_the_import_and_keeps_its_bytes(archive, unharmed):
-    as_new_account(archive)
     # Mallory's raw mail would land under the account's new id; someone's object is there.
     taken = email_raw_key(stable_user_id_for(NEW_EMAIL), "m1")
     blobs.bucket("email_blobs").save(taken, ContentFile(b"someone else's bytes"))
@@ -298,3 +282,30 @@ def test_a_blob_key_that_exists_here_refuses_the_import_and_keeps_its_bytes(arch
 
     assert f"blob email_blobs/{taken} already exists here" in reason
     assert blobs.bucket("email_blobs").open(taken).read() == b"someone else's bytes"
+
+
+def test_an_honest_archive_lands_under_an_id_minted_here_with_keys_rebuilt(archive):
+    mallory_id = json.loads((archive / "manifest.json").read_text())["userId"]
+    out = io.StringIO()
+
+    call_command("import_account", str(archive), "--email", NEW_EMAIL, "--no-reindex", stdout=out)
+
+    user = User.objects.get(email=NEW_EMAIL)
+    new_id = user.stable_user_id
+    assert new_id == stable_user_id_for(NEW_EMAIL) != mallory_id  # the archive chose nothing
+    assert McpMemory.objects.get(user_id=new_id).summary == "likes it strong"
+    assert not McpMemory.objects.filter(user_id=mallory_id).exists()
+    job = Job.objects.get(user_id=new_id)
+    assert not job.enabled and job.caller_context_json["scopes"] == []
+    assert job.caller_context_json["userId"] == new_id and job.storage_id == f"job:{job.id}"
+    assert "jobs: imported disabled and without a grant" in out.getvalue()
+    bundle = PublishedBundleArtifact.objects.get(user_id=new_id)
+    assert bundle.kv_key == bundle_key(bundle.source_id)
+    raw = blobs.bucket("email_blobs").open(email_raw_key(new_id, "m1")).read()
+    assert raw == bytes(range(256)) * 2000
+    assert list(blobs.list_prefix("email_blobs", f"email-raw:v1:{mallory_id}/")) == []
+    # The delivered message's raw MIME is found under the new account's key.
+    references = Mailbox.call(new_id, "blob_references")["references"]
+    assert references and all(new_id in ref["key"] for ref in references)
+    for ref in references:
+        assert blobs.bucket(ref["bucket"]).exists(ref["key"])

@@ -133,6 +133,7 @@ def _plan(archive: Archive, email: str | None, report: ImportReport) -> Plan:
         old_id=archive.user_id,
         new_id=user.stable_user_id,
         username=user.username,
+        old_username=str(row.get("username") or "").lower(),
         now=timezone.now(),
     )
     old_pk = row["id"]

@@ -53,6 +53,7 @@ class ImportContext:
     old_id: str  # the stable id the archive names (checked: 64 lowercase hex)
     new_id: str  # the imported account's stable id, minted here
     username: str  # the imported account's username here (validated like a signup's)
+    old_username: str  # the archive's, which named the account's platform address there
     now: datetime
     warnings: list[str] = field(default_factory=list)
 
