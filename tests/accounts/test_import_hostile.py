@@ -32,6 +32,7 @@ from config.buckets import bucket_storages
 from kody import blobs
 from kody.blobs.keys import email_raw_key
 from kody.kv import keys, store
+from kody.userschema.naming import schema_name_for
 from tests.accounts.factories import UserFactory
 from tests.accounts.test_export_roundtrip import export, mail_and_storage, make_owner
 from tests.packages.factories import (
@@ -309,3 +310,35 @@ def test_an_honest_archive_lands_under_an_id_minted_here_with_keys_rebuilt(archi
     assert references and all(new_id in ref["key"] for ref in references)
     for ref in references:
         assert blobs.bucket(ref["bucket"]).exists(ref["key"])
+
+
+def test_an_archive_cannot_choose_an_id_that_shares_anothers_schema(archive, unharmed, tmp_path):
+    # Schema names keep the first 60 hex characters of the id: an id differing from Victor's
+    # only at the end would share his schema, so the archive's id is never the account's.
+    mallory_id = json.loads((archive / "manifest.json").read_text())["userId"]
+    lookalike = unharmed.stable_user_id[:60] + "0000"
+    for path in [archive / "manifest.json", *(archive / "sections").glob("*.jsonl")]:
+        path.write_text(path.read_text().replace(mallory_id, lookalike))
+    for path in sorted((archive / "blobs").rglob("*"), reverse=True):
+        if mallory_id in path.name:
+            path.rename(path.with_name(path.name.replace(mallory_id, lookalike)))
+    _write_checksums(archive)
+
+    call_command(
+        "import_account", str(archive), "--email", NEW_EMAIL, "--no-reindex", stdout=io.StringIO()
+    )
+
+    imported = User.objects.get(email=NEW_EMAIL)
+    assert schema_name_for(imported.stable_user_id) != schema_name_for(unharmed.stable_user_id)
+
+
+def test_minting_skips_an_id_whose_schema_name_is_taken(victor, monkeypatch):
+    from apps.accounts.services import identity
+
+    lookalike = victor.stable_user_id[:60] + "0000"
+    monkeypatch.setattr(identity, "stable_user_id_for", lambda email: lookalike)
+
+    minted = identity._mint_stable_user_id("someone@example.org")
+
+    assert minted != lookalike
+    assert schema_name_for(minted) != schema_name_for(victor.stable_user_id)
