@@ -342,3 +342,19 @@ def test_minting_skips_an_id_whose_schema_name_is_taken(victor, monkeypatch):
 
     assert minted != lookalike
     assert schema_name_for(minted) != schema_name_for(victor.stable_user_id)
+
+
+def test_resume_pours_nothing_into_an_account_that_was_not_imported(archive, unharmed):
+    # The actor pages (mail, storage) of Mallory's archive, aimed at Victor's account.
+    mallory_id = json.loads((archive / "manifest.json").read_text())["userId"]
+    for path in [archive / "manifest.json", *(archive / "sections").glob("*.jsonl")]:
+        path.write_text(path.read_text().replace(mallory_id, unharmed.stable_user_id))
+    users = rows(archive, "users")
+    users[0].update(email=unharmed.email, username=unharmed.username)
+    write_rows(archive, "users", users)
+    _write_checksums(archive)
+
+    with pytest.raises(CommandError, match="no account here was imported from this export"):
+        call_command(
+            "import_account", str(archive), "--resume", "--no-reindex", stdout=io.StringIO()
+        )

@@ -109,13 +109,15 @@ def import_account(directory: Path, *, email: str | None = None) -> ImportReport
 
 def resume(directory: Path, *, email: str | None = None) -> ImportReport:
     """Run the actor-state part again for the account an earlier import of this archive made:
-    the same address and username, and still no password (imported accounts start without
-    one), so ``--resume`` cannot pour an archive into an account that was not imported."""
+    the same address, username and creation time (to the microsecond), and still no password
+    (imported accounts start without one), so ``--resume`` cannot pour an archive into an
+    account that was not imported from it."""
     archive = open_archive(directory)
     row = _account_row(archive)
     address = (email or str(row.get("email", ""))).strip().lower()
     user = User.objects.filter(email=address, username=str(row.get("username", ""))).first()
-    if user is None or user.has_usable_password():
+    created = User._meta.get_field("created_at").to_python(row.get("created_at"))
+    if user is None or user.has_usable_password() or user.created_at != created:
         raise ImportRefused("no account here was imported from this export; import it first")
     report = ImportReport(user=user)
     import_actor_state(archive, user, report)

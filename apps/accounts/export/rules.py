@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from apps.accounts.export.archive import Archive, ImportRefused
+from apps.accounts.export.archive import Archive
 
 Rule = Callable[[dict[str, Any], "ImportContext"], "dict[str, Any] | None"]
 
@@ -63,6 +63,3 @@ class ImportContext:
     def archive_values(self, table: str, column: str) -> set[Any]:
         """Every value of ``column`` in the archive's rows of ``table`` (e.g. its own ids)."""
         return {row.get(column) for row in self.archive.rows(table)} - {None}
-
-    def refuse(self, message: str) -> ImportRefused:
-        return ImportRefused(message)
