@@ -23,7 +23,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from apps.accounts.management.commands.export_account import _write_checksums
-from apps.accounts.models import User
+from apps.accounts.models import SiteBannerDismissal, User
 from apps.accounts.models.users import stable_user_id_for
 from apps.jobs.models import Job
 from apps.mailbox.actor import Mailbox
@@ -33,7 +33,7 @@ from kody import blobs
 from kody.blobs.keys import email_raw_key
 from kody.kv import keys, store
 from kody.userschema.naming import schema_name_for
-from tests.accounts.factories import UserFactory
+from tests.accounts.factories import SiteBannerDismissalFactory, UserFactory
 from tests.accounts.test_export_roundtrip import export, mail_and_storage, make_owner
 from tests.packages.factories import (
     EntitySourceFactory,
@@ -358,3 +358,23 @@ def test_resume_pours_nothing_into_an_account_that_was_not_imported(archive, unh
         call_command(
             "import_account", str(archive), "--resume", "--no-reindex", stdout=io.StringIO()
         )
+
+
+def test_a_banner_dismissal_of_the_old_instance_is_left_out_with_a_warning(tmp_path):
+    # The banner was the old instance's announcement; this instance never had it.
+    mallory = make_owner()
+    dismissal = SiteBannerDismissalFactory(user=mallory)
+    directory = export(mallory.email, tmp_path / "mallory")
+    call_command("purge_account", mallory.email, "--yes", stdout=io.StringIO())
+    assert rows(directory, "site_banner_dismissals")[0]["banner_id"] == str(dismissal.banner_id)
+    dismissal.banner.delete()
+    out = io.StringIO()
+
+    call_command("import_account", str(directory), "--no-reindex", stdout=out)
+
+    imported = User.objects.get(email=mallory.email)
+    assert not SiteBannerDismissal.objects.filter(user=imported).exists()
+    assert (
+        "warning: site_banner_dismissals: a row left out "
+        "(banner_id names a site_banners row this instance does not have)"
+    ) in out.getvalue()

@@ -13,9 +13,10 @@ For every row, before anything is written:
   other column is left out with a warning — it is never written.
 * **JSON** is walked: the exported id becomes the imported one wherever it appears, and a
   ``userId``-like key naming anyone else refuses the import.
-* **Foreign keys** to the account's own tables must point at rows of the archive; ids of
-  another instance's global rows (a site banner) cannot be remapped, so those rows are left
-  out with a warning.
+* **Foreign keys** to the account's own tables must point at rows of the archive. One to a
+  global table is kept only when it names a row this instance has by a key that means the
+  same everywhere (a banner's UUID, an app's slug); an instance-local number, or a row this
+  instance does not have, leaves the row out with a warning.
 * Every string that is the stable id of another account here refuses the import (checked in
   one query per table by ``names_existing_accounts``).
 
