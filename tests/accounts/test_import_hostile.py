@@ -274,6 +274,15 @@ def test_a_symlink_to_a_file_outside_refuses_the_import(archive, unharmed):
     assert list(blobs.list_prefix("user_avatars", "")) == []
 
 
+def test_a_fifo_in_the_archive_refuses_the_import(archive, unharmed):
+    # A FIFO (or a device) would block or read something that is not a file of the export.
+    os.mkfifo(archive / "sections" / "pipe.jsonl")
+
+    reason = attempt(archive, reseal=False)
+
+    assert "sections/pipe.jsonl is not a regular file" in reason
+
+
 def test_a_blob_key_that_exists_here_refuses_the_import_and_keeps_its_bytes(archive, unharmed):
     # Mallory's raw mail would land under the account's new id; someone's object is there.
     taken = email_raw_key(stable_user_id_for(NEW_EMAIL), "m1")
