@@ -207,8 +207,11 @@ def _id_taken(candidate: str) -> bool:
     from kody.userschema.models import UserSchema
     from kody.userschema.naming import DIGEST_CHARS, schema_name_for
 
+    prefix = candidate[:DIGEST_CHARS]
+    # Every 64-hex id with this prefix sorts between these two: a range the unique index serves.
+    low, high = prefix.ljust(64, "0"), prefix.ljust(64, "f")
     return (
-        User.objects.filter(stable_user_id__startswith=candidate[:DIGEST_CHARS]).exists()
+        User.objects.filter(stable_user_id__gte=low, stable_user_id__lte=high).exists()
         or UserSchema.objects.filter(schema_name=schema_name_for(candidate)).exists()
     )
 
