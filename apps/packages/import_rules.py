@@ -42,3 +42,14 @@ def codemod_item(values: dict[str, Any], ctx: ImportContext) -> dict[str, Any]:
     # A snapshot of the old instance; its key means nothing here.
     values["revert_snapshot_key"] = None
     return values
+
+
+@import_rule("entity_source_artifacts_push_subscriptions")
+def push_subscription(values: dict[str, Any], ctx: ImportContext) -> dict[str, Any]:
+    # A subscription follows pushes to a repo: only to the repo of one of the account's sources.
+    sources = {row.get("id"): row.get("repo_id") for row in ctx.archive.rows("entity_sources")}
+    if sources.get(values.get("source_id"), object()) != values.get("repo_id"):
+        raise ImportRefused(
+            "a push subscription names a repo that is not its source's in the export"
+        )
+    return values

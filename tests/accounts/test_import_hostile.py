@@ -234,6 +234,29 @@ def test_a_kv_key_in_a_bundle_row_refuses_the_import(archive, unharmed):
     assert store.get(bundle_key(f"src-{unharmed.stable_user_id[:12]}")) == b"victor's bundle"
 
 
+def test_a_push_subscription_to_another_accounts_repo_refuses_the_import(archive, unharmed):
+    mallory_id = json.loads((archive / "manifest.json").read_text())["userId"]
+    source = rows(archive, "entity_sources")[0]
+    write_rows(
+        archive,
+        "entity_source_artifacts_push_subscriptions",
+        [
+            {
+                "source_id": source["id"],
+                "user_id": mallory_id,
+                "repo_id": f"repo-{unharmed.stable_user_id[:12]}",  # Victor's repo
+                "subscription_id": "sub-1",
+                "created_at": source["created_at"],
+                "updated_at": source["updated_at"],
+            }
+        ],
+    )
+
+    reason = attempt(archive)
+
+    assert "push subscription names a repo that is not its source's" in reason
+
+
 def test_an_unlisted_file_refuses_the_import(archive, unharmed):
     _write_checksums(archive)
     planted = archive / "blobs" / "email_blobs" / f"email-raw:v1:{unharmed.stable_user_id}"
