@@ -257,6 +257,16 @@ def test_a_push_subscription_to_another_accounts_repo_refuses_the_import(archive
     assert "push subscription names a repo that is not its source's" in reason
 
 
+def test_a_nul_character_in_a_row_refuses_the_import_before_any_write(archive, unharmed):
+    memories = rows(archive, "mcp_memories")
+    memories[0]["summary"] = "likes it\x00 strong"
+    write_rows(archive, "mcp_memories", memories)
+
+    reason = attempt(archive)
+
+    assert "mcp_memories.summary holds a NUL character" in reason
+
+
 def test_an_unlisted_file_refuses_the_import(archive, unharmed):
     _write_checksums(archive)
     planted = archive / "blobs" / "email_blobs" / f"email-raw:v1:{unharmed.stable_user_id}"

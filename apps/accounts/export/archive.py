@@ -57,7 +57,7 @@ class Archive:
         if name not in self.files:
             return []
         rows = []
-        for number, line in enumerate(self._read(name).decode().splitlines(), 1):
+        for number, line in enumerate(_text(self._read(name), name).splitlines(), 1):
             if not line.strip():
                 continue
             row = _json(line, f"{name}:{number}")
@@ -71,7 +71,7 @@ class Archive:
         if name not in self.files:
             return []
         pages = []
-        for number, line in enumerate(self._read(name).decode().splitlines(), 1):
+        for number, line in enumerate(_text(self._read(name), name).splitlines(), 1):
             page = _json(line, f"{name}:{number}") if line.strip() else {}
             if not isinstance(page, dict):
                 raise ImportRefused(f"{name}:{number} is not a page object")
@@ -122,7 +122,7 @@ def open_archive(directory: Path) -> Archive:
         raise ImportRefused(f"{directory} has no manifest.json listed in {SUMS}")
     if os.lstat(root / "manifest.json").st_size > MAX_MANIFEST_BYTES:
         raise ImportRefused("manifest.json is too large")
-    manifest = _json((root / "manifest.json").read_text(), "manifest.json")
+    manifest = _json(_text((root / "manifest.json").read_bytes(), "manifest.json"), "manifest.json")
     if not isinstance(manifest, dict):
         raise ImportRefused("manifest.json is not an object")
     if manifest.get("schemaVersion") != SCHEMA_VERSION:
@@ -164,7 +164,7 @@ def _read_sums(root: Path) -> dict[str, str]:
     if sums.is_symlink() or not sums.is_file():
         raise ImportRefused(f"the export has no {SUMS}")
     listed: dict[str, str] = {}
-    for number, line in enumerate(sums.read_text().splitlines(), 1):
+    for number, line in enumerate(_text(sums.read_bytes(), SUMS).splitlines(), 1):
         if not line.strip():
             continue
         digest, sep, name = line.partition("  ")
@@ -204,3 +204,10 @@ def _json(text: str, where: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise ImportRefused(f"{where} is not JSON") from exc
+
+
+def _text(data: bytes, where: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ImportRefused(f"{where} is not UTF-8 text") from exc

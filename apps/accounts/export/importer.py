@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, models, transaction
+from django.db import DataError, IntegrityError, models, transaction
 from django.utils import timezone
 
 from apps.accounts.export import blobplan
@@ -271,9 +271,10 @@ def _write(plan: Plan, report: ImportReport) -> User:
             blobs.bucket(bucket).delete(key)
         if isinstance(exc, blobs.BlobExists):
             raise ImportRefused(f"blob {exc} already exists here; nothing was imported") from None
-        if isinstance(exc, IntegrityError):
+        if isinstance(exc, IntegrityError | DataError):
+            # A constraint or a value the database refuses (a check the plan did not foresee).
             raise ImportRefused(
-                f"a row collides with one here ({str(exc).splitlines()[0][:200]}); "
+                f"the database refused a row ({str(exc).splitlines()[0][:200]}); "
                 "nothing was imported"
             ) from None
         raise

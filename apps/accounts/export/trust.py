@@ -283,5 +283,18 @@ def field_values(model: type[models.Model], row: dict[str, Any], table: str) -> 
                 value = f.to_python(value)
         except (ValidationError, ValueError, TypeError) as exc:
             raise ImportRefused(f"{table}.{f.column} holds a value of the wrong type") from exc
+        if _has_nul(value):
+            # Postgres text and jsonb cannot hold NUL: refuse here rather than mid-write.
+            raise ImportRefused(f"{table}.{f.column} holds a NUL character")
         values[f.attname] = value
     return values
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
