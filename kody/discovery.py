@@ -1,7 +1,8 @@
 """Import every module that registers something: the kernel's own, then each app's.
 
 One call, from ``KodyConfig.ready()``: each installed app's ``actor`` package (actor classes
-and per-user models), ``lanes`` and ``capabilities`` modules. A module that fails to import
+and per-user models), ``lanes``, ``capabilities`` and ``import_rules`` (what an imported
+account row may not bring, ``apps.accounts.export.rules``) modules. A module that fails to import
 fails start-up with its own traceback; nothing is skipped quietly and found missing later.
 """
 
@@ -19,7 +20,7 @@ KERNEL_MODULES = (
     "kody.outbox.lanes",
     "kody.userschema.lanes",
 )
-APP_MODULES = ("actor", "lanes", "capabilities")
+APP_MODULES = ("actor", "lanes", "capabilities", "import_rules")
 
 _done = False
 

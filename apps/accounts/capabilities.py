@@ -133,7 +133,10 @@ EXPORT_SECTION_INPUT = {
             "type": "string",
             "minLength": 1,
             "maxLength": 64,
-            "description": "d1_table, r2_object, or an actor section named in the manifest.",
+            "description": (
+                "d1_table, r2_object, durable_object_summaries, or an actor section named "
+                "in the manifest."
+            ),
         },
         "table": {"type": "string", "maxLength": 64, "description": "With section d1_table."},
         "cursor": {"type": ["string", "null"], "maxLength": 4096},
@@ -167,8 +170,9 @@ def account_export_manifest(ctx: Context) -> dict[str, Any]:
     title="Export one page of a section",
     description=(
         "One page of one export section: rows of a table (section d1_table with table), an "
-        "actor's state (its section name), or one ≤ 256 KiB base64 chunk of a stored object "
-        "(section r2_object). Pass nextCursor back until it is null."
+        "actor's state (its section name), one ≤ 256 KiB base64 chunk of a stored object "
+        "(section r2_object), or a summary of every per-user actor (section "
+        "durable_object_summaries). Pass nextCursor back until it is null."
     ),
     input_schema=EXPORT_SECTION_INPUT,
     rest=("POST", "account/export/section"),

@@ -6,7 +6,14 @@ key is self-describing about its owner; builders validate their inputs so a call
 build a key that escapes its owner's prefix.
 """
 
-from kody.blobs.buckets import bucket, delete_keys, list_prefix, purge_prefix
+from kody.blobs.buckets import (
+    BlobExists,
+    bucket,
+    create_new,
+    delete_keys,
+    list_prefix,
+    purge_prefix,
+)
 from kody.blobs.keys import (
     community_icon_key,
     email_attachment_key,
@@ -20,8 +27,10 @@ from kody.blobs.keys import (
 )
 
 __all__ = [
+    "BlobExists",
     "bucket",
     "community_icon_key",
+    "create_new",
     "delete_keys",
     "email_attachment_key",
     "email_attachment_prefix",

@@ -125,3 +125,42 @@ def read_range(name: str, key: str, offset: int, length: int) -> bytes:
     with storage.open(key, "rb") as handle:
         handle.seek(offset)
         return handle.read(length)
+
+
+class BlobExists(FileExistsError):
+    """``create_new`` found the key taken: nothing was written."""
+
+
+def create_new(name: str, key: str, data: bytes) -> None:
+    """Write ``key`` only if no object has it, atomically on every backend: a conditional
+    ``PutObject`` (``If-None-Match: *``) on S3, which otherwise overwrites silently, and an
+    exclusive create on disk. A taken key raises ``BlobExists`` and its bytes stay as they
+    were, so a caller that cleans up after a failure deletes only objects it created."""
+    storage = bucket(name)
+    if _is_s3(storage):
+        from botocore.exceptions import ClientError
+
+        location = storage.location.rstrip("/") + "/" if storage.location else ""
+        try:
+            storage.bucket.meta.client.put_object(
+                Bucket=storage.bucket_name, Key=location + key, Body=data, IfNoneMatch="*"
+            )
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+                raise BlobExists(key) from exc
+            raise
+        return
+    assert isinstance(storage, FileSystemStorage)
+    path = storage.path(key)  # refuses a key that would leave the bucket's directory
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError as exc:
+        raise BlobExists(key) from exc
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+    except BaseException:
+        os.unlink(path)
+        raise

@@ -13,6 +13,7 @@ from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
+from apps.accounts.management.commands.export_account import _write_checksums
 from apps.accounts.models import User
 from apps.accounts.services import tokens
 from apps.jobs.models import Job
@@ -127,6 +128,7 @@ def test_import_refuses_an_account_that_exists_and_a_future_schema(tmp_path):
     manifest = json.loads((first / "manifest.json").read_text())
     manifest["schemaVersion"] = 2
     (first / "manifest.json").write_text(json.dumps(manifest))
+    _write_checksums(first)  # the manifest is checksummed too: re-list it, as a forger would
     with pytest.raises(CommandError, match="schema version"):
         call_command("import_account", str(first), stdout=io.StringIO())
 
@@ -138,18 +140,44 @@ def test_a_failure_mid_import_leaves_no_rows(tmp_path, monkeypatch):
     stable = owner.stable_user_id
     first = export(owner.email, tmp_path / "first")
     call_command("purge_account", owner.email, "--yes", stdout=io.StringIO())
-    real = importer._import_table
+    real = importer._insert
 
-    def fail_on_memories(directory, target, *args):  # type: ignore[no-untyped-def]
-        if target.table == "mcp_memories":
+    def fail_on_memories(plan, *args):  # type: ignore[no-untyped-def]
+        if plan.table == "mcp_memories":
             raise RuntimeError("disk full")
-        return real(directory, target, *args)
+        return real(plan, *args)
 
-    monkeypatch.setattr(importer, "_import_table", fail_on_memories)
+    monkeypatch.setattr(importer, "_insert", fail_on_memories)
     with pytest.raises(RuntimeError):
         call_command("import_account", str(first), "--no-reindex", stdout=io.StringIO())
     assert not User.objects.filter(stable_user_id=stable).exists()
     assert not ValueBucket.objects.filter(user_id=stable).exists()
+    assert list(blobs.list_prefix("email_blobs", f"email-raw:v1:{stable}/")) == []
+
+
+def test_a_failed_blob_write_removes_only_the_blobs_the_import_made(tmp_path, monkeypatch):
+    owner = make_owner()
+    stable = owner.stable_user_id
+    avatar = blobs.user_avatar_key(stable, "f00d", "png")
+    blobs.bucket("user_avatars").save(avatar, ContentFile(b"avatar"))
+    first = export(owner.email, tmp_path / "first")
+    call_command("purge_account", owner.email, "--yes", stdout=io.StringIO())
+    real = blobs.create_new
+    written = []
+
+    def fail_on_second(bucket, key, data):  # type: ignore[no-untyped-def]
+        if written:
+            raise OSError("bucket unreachable")
+        real(bucket, key, data)
+        written.append(key)
+
+    monkeypatch.setattr(blobs, "create_new", fail_on_second)
+    with pytest.raises(OSError):
+        call_command("import_account", str(first), "--no-reindex", stdout=io.StringIO())
+    assert written  # one object was created, then removed again with the rows
+    assert not User.objects.filter(stable_user_id=stable).exists()
+    assert list(blobs.list_prefix("email_blobs", f"email-raw:v1:{stable}/")) == []
+    assert list(blobs.list_prefix("user_avatars", f"{stable}/")) == []
 
 
 def mail_and_storage(user: User, subject: str) -> None:

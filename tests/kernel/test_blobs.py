@@ -153,3 +153,19 @@ def test_s3_delete_keys_batches_past_the_delete_objects_limit(s3_buckets):
 
 def test_filesystem_delete_keys_deletes_exactly_the_listed_keys(fs_buckets):
     _exercise_delete_keys(3)
+
+
+@pytest.mark.parametrize("backend", ["s3_buckets", "fs_buckets"])
+def test_create_new_never_overwrites_on_any_backend(backend, request):
+    # S3 overwrites on a plain PUT; an import must not, so create_new is a conditional write.
+    request.getfixturevalue(backend)
+    message = f"new-{backend}"  # the moto server outlives each test: keys of their own
+    key = blobs.email_raw_key(USER_A, message)
+    blobs.create_new("email_blobs", key, b"first")
+    with pytest.raises(blobs.BlobExists):
+        blobs.create_new("email_blobs", key, b"second")
+    with blobs.bucket("email_blobs").open(key) as handle:
+        assert handle.read() == b"first"
+    blobs.create_new("email_blobs", blobs.email_raw_key(USER_B, message), b"other")
+    listed = [k for k in blobs.list_prefix("email_blobs", "email-raw:v1:") if message in k]
+    assert len(listed) == 2

@@ -166,7 +166,9 @@ def test_rotate_secret_key_reseals_under_the_new_key(owner, settings):
     crypto.keyring.cache_clear()
     out = io.StringIO()
     call_command("rotate_secret_key", stdout=out)
-    assert out.getvalue().strip() == "rotate_secret_key key_id=new resealed=1"
+    assert out.getvalue().strip() == (
+        "rotate_secret_key key_id=new resealed=1 from=old:1 unreadable=0 remaining=0"
+    )
     assert SecretEntry.objects.get().key_id == "new"
 
     settings.KODY_SECRET_KEYS = [f"new:{new}"]

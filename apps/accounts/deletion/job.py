@@ -357,16 +357,23 @@ def _out_of_band(deletion: AccountDeletion, owner: Owner, report: StepReport) ->
 
 
 def _listing_icon_prefixes(owner: Owner) -> list[tuple[str, str]]:
-    """``community-icon:v*/{listingId}/`` of the user's own listings."""
+    """``community-icon:v*/{listingId}/`` of the user's own listings and
+    ``identity-icon:v1/{repoId}/`` of the user's repos."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id FROM community_listings WHERE owner_user_id = %s", [owner.stable_id]
         )
         listing_ids = [row[0] for row in cursor.fetchall()]
+        # Identity icons hang off the user's repos (seed: every entity_sources.repo_id).
+        cursor.execute("SELECT repo_id FROM entity_sources WHERE user_id = %s", [owner.stable_id])
+        repo_ids = [row[0] for row in cursor.fetchall()]
     prefixes = []
     for listing in listing_ids:
         for version in ("v1", "v2", "v3"):
             prefixes.append((f"community-icon:{version}/{listing}/", "community_assets"))
+    for repo in repo_ids:
+        if repo and "/" not in repo:
+            prefixes.append((f"identity-icon:v1/{repo}/", "community_assets"))
     return prefixes
 
 

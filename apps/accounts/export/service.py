@@ -6,9 +6,13 @@ Sections (the seed's names):
   the table's primary key with a SQL ``LIMIT``; credential columns are left out and listed.
 * one section per exported actor (``ActorSurface.export_section``, e.g. ``user_meter``) — the
   actor's own ``export_pages`` hook, called through the actor layer.
-* ``r2_object`` — the user's blobs under their owner prefixes, one ≤ 256 KiB base64 chunk per
-  page; the cursor binds bucket, key, size and version, so an object that changed between
-  pages is reported (``object_changed``) instead of mixing generations.
+* ``r2_object`` — the user's blobs under their owner prefixes (mail, avatars, and the icons of
+  their own community listings and repos), one ≤ 256 KiB base64 chunk per page; the cursor
+  binds bucket, key, size and version, so an object that changed between pages is reported
+  (``object_changed``) instead of mixing generations.
+* ``durable_object_summaries`` — one page summarising every per-user actor (the original's
+  Durable Objects): whether the user has state in it, and in which section it is exported or
+  why it is not.
 
 Every cursor is signed and bound to the user and the section: another user's cursor, or one
 from another section, is refused with ``invalid_cursor``.
@@ -53,6 +57,7 @@ SCHEMA_VERSION = 1
 PAGE_MAX = 500
 R2_CHUNK_BYTES = 256 * 1024
 REDACTED = "[redacted]"
+SUMMARIES = "durable_object_summaries"
 _SALT = "kody.account-export.v1"
 
 
@@ -97,18 +102,41 @@ def _table_target(table: str) -> TableTarget:
     raise NotFound(f"{table!r} is not an exported table", details={"table": table})
 
 
+# Placeholders of exported blob prefixes scoped by a row rather than the user: each is filled
+# from the user's own rows (table, id column, owner column), as deletion finds them.
+SCOPED_PLACEHOLDERS = {
+    "{listingId}": ("community_listings", "id", "owner_user_id"),
+    "{repoId}": ("entity_sources", "repo_id", "user_id"),
+}
+
+
 def blob_prefixes(owner: Owner) -> list[BlobPrefix]:
-    """The owner's blob prefixes declared in ``surfaces.py`` (``{userId}`` filled in)."""
+    """The owner's blob prefixes declared in ``surfaces.py``, placeholders filled in: the
+    user's id, or the ids of the user's own listings and repos."""
     prefixes = []
     for surface in OUT_OF_BAND_SURFACES:
         if surface.kind != "blob_prefix" or not surface.export:
             continue
-        if "{userId}" not in surface.name:
-            continue  # listing-, repo- and session-scoped prefixes come with their apps
-        prefixes.append(
-            BlobPrefix(surface.extra["bucket"], surface.name.replace("{userId}", owner.stable_id))
-        )
+        bucket = surface.extra["bucket"]
+        if "{userId}" in surface.name:
+            prefixes.append(BlobPrefix(bucket, surface.name.replace("{userId}", owner.stable_id)))
+            continue
+        for placeholder, (table, column, owner_column) in SCOPED_PLACEHOLDERS.items():
+            if placeholder in surface.name:
+                for value in _owned_ids(table, column, owner_column, owner):
+                    prefixes.append(BlobPrefix(bucket, surface.name.replace(placeholder, value)))
     return prefixes
+
+
+def _owned_ids(table: str, column: str, owner_column: str, owner: Owner) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {quote(column)} FROM {quote(table)} WHERE {quote(owner_column)} = %s"
+            f" ORDER BY {quote(column)}",
+            [owner.stable_id],
+        )
+        # An id with a slash could widen the prefix past its own objects: never list by it.
+        return [row[0] for row in cursor.fetchall() if row[0] and "/" not in row[0]]
 
 
 def actor_sections() -> dict[str, Any]:
@@ -147,6 +175,7 @@ def manifest(user: Any) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - the manifest reports, the section fails closed
         warnings.append(f"blob store unavailable: {type(exc).__name__}")
     sections.append({"section": "r2_object", "count": blobs, "chunkBytes": R2_CHUNK_BYTES})
+    sections.append({"section": SUMMARIES, "count": len(actor_surfaces())})
     return {
         "schemaVersion": SCHEMA_VERSION,
         "generatedAt": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
@@ -207,6 +236,8 @@ def section(
         return _table_page(owner, _table_target(table), cursor, limit)
     if name == "r2_object":
         return _blob_page(owner, cursor)
+    if name == SUMMARIES:
+        return durable_object_summaries(owner)
     surface = actor_sections().get(name)
     if surface is None:
         raise NotFound(f"no export section {name!r}", details={"section": name})
@@ -287,6 +318,23 @@ def _mask_other_parties(target: TableTarget, owner: Owner, row: dict[str, Any]) 
     for column in target.columns:
         if row.get(column) not in (None, owner.stable_id):
             row[column] = REDACTED
+
+
+def durable_object_summaries(owner: Owner) -> dict[str, Any]:
+    """Every per-user actor, in one page: has the user state there, and where is it exported
+    (or why not). Bounded by the number of registered actors; reads no actor table."""
+    summaries = []
+    for name, surface in sorted(actor_surfaces().items()):
+        summaries.append(
+            {
+                "actor": name,
+                "hasState": has_actor_state(owner.stable_id, surface.actor),
+                "exportSection": surface.export_section,
+                "imported": surface.import_page is not None,
+                "note": surface.note if surface.export_section is None else surface.import_note,
+            }
+        )
+    return {"section": SUMMARIES, "page": {"summaries": summaries}, "nextCursor": None}
 
 
 def _actor_page(owner: Owner, name: str, surface: Any, cursor: str | None, limit: int) -> dict:

@@ -16,4 +16,6 @@ from apps.accounts.export import service
 def export_manifest(request: HttpRequest) -> JsonResponse:
     response = JsonResponse(service.manifest(request.user), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = 'attachment; filename="kody-export-manifest.json"'
+    # The page is the manifest only; rows, actor state and bytes come through the capabilities.
+    response["X-Kody-Export-Completeness"] = "manifest-only"
     return response

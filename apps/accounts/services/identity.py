@@ -195,10 +195,25 @@ def _claimed_by_other(email: str, user_id: int | None) -> bool:
 def _mint_stable_user_id(email: str) -> str:
     candidate = stable_user_id_for(email)
     # The implicit id belongs to an account that has since moved to another address: never
-    # remint it; give the new account a fresh id of the same shape.
-    while User.objects.filter(stable_user_id=candidate).exists():
+    # remint it; give the new account a fresh id of the same shape. Nor an id whose per-user
+    # schema name (its first characters, kody.userschema.naming) an account or a schema here
+    # already has: two people can never share a schema, whatever the odds.
+    while _id_taken(candidate):
         candidate = hashlib.sha256(f"{email}\n{secrets.token_hex(16)}".encode()).hexdigest()
     return candidate
+
+
+def _id_taken(candidate: str) -> bool:
+    from kody.userschema.models import UserSchema
+    from kody.userschema.naming import DIGEST_CHARS, schema_name_for
+
+    prefix = candidate[:DIGEST_CHARS]
+    # Every 64-hex id with this prefix sorts between these two: a range the unique index serves.
+    low, high = prefix.ljust(64, "0"), prefix.ljust(64, "f")
+    return (
+        User.objects.filter(stable_user_id__gte=low, stable_user_id__lte=high).exists()
+        or UserSchema.objects.filter(schema_name=schema_name_for(candidate)).exists()
+    )
 
 
 def _claim(user: User, email: str) -> None:

@@ -1073,6 +1073,16 @@ class Mailbox(Actor):
             model(**{f.attname: row[f.column] for f in fields if f.column in row})
             for row in page.get("rows", [])
         ]
+        for obj in objects:
+            # Blob keys come from this owner and the row's ids, never from the archive: a key
+            # read from it could name another account's bytes.
+            if isinstance(obj, m.EmailMessage) and obj.raw_mime_key:
+                obj.raw_mime_key = self._raw_key(obj.id)
+            elif isinstance(obj, m.EmailAttachment):
+                external = obj.storage_kind == "external"
+                obj.storage_key = (
+                    email_attachment_key(self.user_id, obj.message_id, obj.id) if external else None
+                )
         model.objects.bulk_create(objects, ignore_conflicts=True)
         if section == "messages" and objects:
             self.set_alarm(timezone.now() + MESSAGE_RETENTION)

@@ -5,6 +5,11 @@ the one new writes use; every row stores the id of the key that sealed it, and
 ``manage.py rotate_secret_key`` re-seals old rows. Without configured keys, one key (``k0``)
 is derived from ``SECRET_KEY`` with HKDF, so development needs no setup.
 
+Moving from the derived key to configured keys must not strand the rows it sealed: unless
+``KODY_SECRET_KEYS`` defines ``k0`` itself, the derived ``k0`` stays in the keyring to open
+them (never to seal) until ``rotate_secret_key`` has re-sealed every one — after that no row
+names it, so nothing ever uses it again. ``SECRET_KEY`` must not change before then.
+
 The associated data binds a ciphertext to its owner, bucket and name: a sealed value copied
 into another row, or another user's bucket, does not decrypt.
 """
@@ -41,11 +46,8 @@ class Keyring:
 def keyring() -> Keyring:
     configured = settings.KODY_SECRET_KEYS
     if not configured:
-        derived = HKDF(
-            algorithm=hashes.SHA256(), length=32, salt=None, info=b"kody secret entries v1"
-        ).derive(settings.SECRET_KEY.encode())
-        return Keyring({DERIVED_KEY_ID: derived}, DERIVED_KEY_ID)
-    keys = {}
+        return Keyring({DERIVED_KEY_ID: _derived()}, DERIVED_KEY_ID)
+    keys: dict[str, bytes] = {}
     for pair in configured:
         key_id, _, encoded = pair.partition(":")
         key = base64.b64decode(encoded)
@@ -55,7 +57,15 @@ def keyring() -> Keyring:
     current = settings.KODY_SECRET_KEY_ID or next(iter(keys))
     if current not in keys:
         raise ImproperlyConfigured(f"KODY_SECRET_KEY_ID {current!r} is not in KODY_SECRET_KEYS")
+    # Rows sealed before keys were configured still name k0: keep opening them.
+    keys.setdefault(DERIVED_KEY_ID, _derived())
     return Keyring(keys, current)
+
+
+def _derived() -> bytes:
+    return HKDF(
+        algorithm=hashes.SHA256(), length=32, salt=None, info=b"kody secret entries v1"
+    ).derive(settings.SECRET_KEY.encode())
 
 
 def seal(plaintext: str, aad: str) -> tuple[str, str]:

@@ -14,8 +14,9 @@ bucket) is missing for use but still listed, so it can be rotated.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -271,23 +272,45 @@ def _package_may_use(user_id: str, package_id: str, entry: SecretEntry) -> bool:
     return not unadopted_fork
 
 
-def rotate(*, batch: int = ROTATE_BATCH) -> int:
-    """Re-seal every entry not under the current key; returns how many."""
-    current = crypto.keyring().current
-    done = 0
+@dataclass
+class Rotation:
+    """What ``rotate`` did: rows re-sealed per key they left, rows no key here opens, and
+    how many rows still are not under the current key."""
+
+    current: str
+    resealed: Counter[str] = field(default_factory=Counter)
+    unreadable: Counter[str] = field(default_factory=Counter)
+    remaining: int = 0
+
+
+def rotate(*, batch: int = ROTATE_BATCH) -> Rotation:
+    """Re-seal every entry not under the current key, in id order (a row that no key opens
+    is counted and passed, never retried forever)."""
+    report = Rotation(crypto.keyring().current)
+    after = 0
     while True:
         with transaction.atomic():
             rows = list(
                 SecretEntry.objects.select_for_update(skip_locked=True)
                 .select_related("bucket")
-                .exclude(key_id=current)
+                .exclude(key_id=report.current)
+                .filter(id__gt=after)
                 .order_by("id")[:batch]
             )
             for entry in rows:
                 aad = _aad(entry.bucket.user_id, entry.bucket_id, entry.name)
-                plain = crypto.open_sealed(entry.key_id, entry.encrypted_value, aad)
+                try:
+                    plain = crypto.open_sealed(entry.key_id, entry.encrypted_value, aad)
+                except crypto.Undecryptable:
+                    report.unreadable[entry.key_id] += 1
+                    continue
+                old_key = entry.key_id
                 entry.key_id, entry.encrypted_value = crypto.seal(plain, aad)
                 entry.save(update_fields=["key_id", "encrypted_value", "updated_at"])
-        done += len(rows)
+                report.resealed[old_key] += 1
+        if rows:
+            after = rows[-1].id
         if len(rows) < batch:
-            return done
+            break
+    report.remaining = SecretEntry.objects.exclude(key_id=report.current).count()
+    return report

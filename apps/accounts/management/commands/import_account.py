@@ -30,7 +30,7 @@ class Command(BaseCommand):
         directory = Path(options["directory"])
         try:
             if options["resume"]:
-                report = importer.resume(directory)
+                report = importer.resume(directory, email=options["email"])
             else:
                 report = importer.import_account(directory, email=options["email"])
         except importer.ImportIncomplete as exc:
