@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.mailbox.services import inbound, inboxes, mime, outbound, reads
 from apps.mailbox.services.html import sanitize
 from kody.errors import BadRequest, KodyError
+from kody.outage import unavailable
 
 log = logging.getLogger(__name__)
 SECRET_HEADER = "HTTP_X_KODY_INBOUND_SECRET"
@@ -67,8 +68,22 @@ def inbound_email(request: HttpRequest) -> JsonResponse:
     except KodyError as exc:
         if exc.status < 500:
             return _error(exc)
-        return _error(inbound.InboundRetry(details=exc.details))
+        return _retry(exc.details)
+    except Exception as exc:
+        down = unavailable(exc)
+        if down is None:
+            raise
+        log.warning("inbound delivery deferred: %s (%s)", down.code, type(exc).__name__)
+        return _retry({"reason": down.code}, down.retry_after_seconds)
     return JsonResponse(outcome.as_json())
+
+
+def _retry(details: dict[str, Any], retry_after: int = 5) -> JsonResponse:
+    """503: nothing was stored (or it was, under the same delivery id); the provider delivers
+    again after ``Retry-After`` seconds."""
+    response = _error(inbound.InboundRetry(details=details))
+    response["Retry-After"] = str(retry_after)
+    return response
 
 
 # --- /account/email: read and delete one's own mail ------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError, connections
 from rest_framework.test import APIClient
 
 from apps.accounts.services.tokens import create_token
@@ -71,21 +71,32 @@ def test_the_rest_surface_answers_503_with_retry_after_when_the_broker_is_down(
 def test_healthz_is_ok_when_database_and_broker_answer(client):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+    assert response.json() == {
+        "status": "ok",
+        "database": "ok",
+        "audit_database": "ok",
+        "broker": "ok",
+    }
 
 
 def test_healthz_is_503_when_the_broker_is_down(client, settings):
     settings.KODY_ACTOR_REDIS_URL = DEAD_BROKER
     response = client.get("/healthz")
     assert response.status_code == 503
-    assert response.json() == {"status": "unavailable", "database": "ok", "broker": "unavailable"}
+    assert response.json() == {
+        "status": "unavailable",
+        "database": "ok",
+        "audit_database": "ok",
+        "broker": "unavailable",
+    }
 
 
-def test_healthz_is_503_when_the_database_is_down(client, monkeypatch):
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise OperationalError("connection refused")
-
-    monkeypatch.setattr(connection, "cursor", refuse)
+@pytest.mark.parametrize(("alias", "down"), [("default", "database"), ("audit", "audit_database")])
+def test_healthz_names_the_database_that_is_down(client, monkeypatch, alias, down):
+    # A socket directory where no server listens: connecting fails as it does when the server
+    # is gone (the test's own connections, already open, are untouched).
+    monkeypatch.setitem(connections[alias].settings_dict, "HOST", "/nonexistent-kody-socket")
     response = client.get("/healthz")
     assert response.status_code == 503
-    assert response.json() == {"status": "unavailable", "database": "unavailable", "broker": "ok"}
+    expected = {"database": "ok", "audit_database": "ok", "broker": "ok"}
+    assert response.json() == {"status": "unavailable", **expected, down: "unavailable"}
