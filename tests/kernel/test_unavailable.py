@@ -100,3 +100,61 @@ def test_healthz_names_the_database_that_is_down(client, monkeypatch, alias, dow
     assert response.status_code == 503
     expected = {"database": "ok", "audit_database": "ok", "broker": "ok"}
     assert response.json() == {"status": "unavailable", **expected, down: "unavailable"}
+
+
+def too_many_clients(*args: object, **kwargs: object) -> None:
+    """What Postgres answers a connection past ``max_connections``, as Django raises it."""
+    import psycopg
+
+    try:
+        raise psycopg.errors.TooManyConnections("sorry, too many clients already")
+    except psycopg.Error as exc:
+        raise OperationalError(str(exc)) from exc
+
+
+def test_the_api_answers_a_server_out_of_connections_with_503_overloaded(owner, monkeypatch):
+    raw = create_token(owner, "laptop")[1]
+    monkeypatch.setattr(
+        "apps.accounts.services.tokens.BearerBackend.authenticate_bearer", too_many_clients
+    )
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
+    response = APIClient().post("/api/v1/capabilities/whoami", {}, format="json", **auth)
+    assert response.status_code == 503, response.content
+    assert response.json()["error"]["code"] == "overloaded"
+    assert response["Retry-After"] == "2"
+
+
+def test_a_page_whose_middleware_meets_the_outage_answers_503_not_500(owner_client, monkeypatch):
+    # The account gate reads the signed-in person before any view runs: Django would turn
+    # an exception there into a 500 before a view's error handling could see it.
+    monkeypatch.setattr("apps.accounts.middleware.policy.may_sign_in", too_many_clients)
+    owner_client.raise_request_exception = False
+    response = owner_client.get("/account/email")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "2"
+    assert b"overloaded" in response.content
+
+
+def test_a_page_whose_view_meets_a_broker_outage_answers_503_broker_unavailable(
+    owner_client, monkeypatch
+):
+    import redis
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise redis.exceptions.ConnectionError("Connection refused")
+
+    monkeypatch.setattr("apps.mailbox.views.reads.list_messages", refused)
+    owner_client.raise_request_exception = False
+    response = owner_client.get("/account/email")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert b"broker_unavailable" in response.content
+
+
+def test_a_bug_stays_a_500(owner_client, monkeypatch):
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ValueError("a bug, not an outage")
+
+    monkeypatch.setattr("apps.mailbox.views.reads.list_messages", broken)
+    owner_client.raise_request_exception = False
+    assert owner_client.get("/account/email").status_code == 500
