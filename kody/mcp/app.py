@@ -11,6 +11,7 @@ the ASGI lifespan (uvicorn and hypercorn send it); ``with_mcp`` forwards lifespa
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +28,7 @@ from kody.mcp.server import TOKEN_CLAIM, build_server, db_call
 from kody.outage import ServiceUnavailable, unavailable
 
 MCP_PATH = "/mcp"
+log = logging.getLogger("kody.outage")
 
 
 class DjangoTokenVerifier:
@@ -70,6 +72,18 @@ async def _server_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"error": down.as_dict()}, status_code=down.status, headers=headers)
 
 
+async def _answering_outages(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    try:
+        await app(scope, receive, send)
+    except Exception as exc:
+        down = _outage_in(exc)
+        if down is None:
+            raise
+        # Starlette's error middleware answered it (``_server_error``: a coded 503) and raised
+        # it again for the server to log as a crash; an outage is not one.
+        log.warning("MCP request refused: %s (%s)", down.code, type(exc).__name__)
+
+
 def _outage_in(exc: BaseException) -> ServiceUnavailable | None:
     # Task groups wrap what failed inside them; any outage among the leaves decides.
     if isinstance(exc, BaseExceptionGroup):
@@ -103,8 +117,10 @@ def with_mcp(django_app: ASGIApp, mcp_app: ASGIApp) -> Any:
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
         if _is_mcp(scope) and scope.get("method") == "GET":
             await _no_stream(scope, receive, send)
-        elif scope["type"] == "lifespan" or _is_mcp(scope):
+        elif scope["type"] == "lifespan":
             await mcp_app(scope, receive, send)
+        elif _is_mcp(scope):
+            await _answering_outages(mcp_app, scope, receive, send)
         else:
             await django_app(scope, receive, send)
 
