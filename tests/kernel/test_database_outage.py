@@ -10,6 +10,7 @@ stored.
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from django.test import Client
 from apps.accounts.models import User
 from apps.accounts.services.tokens import create_token
 from apps.packages.models import ValueEntry
+from tests.accounts.factories import UserFactory
 from tests.kernel.live import Cable, database_url, postgres_socket, serve
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
@@ -39,6 +41,13 @@ def cable() -> Iterator[Cable]:
     cable.mend()
     yield cable
     cable.cut()
+
+
+@pytest.fixture
+def owner() -> User:
+    # A fresh stable id: an earlier test limited to some apps may have left the cast's
+    # registry rows behind (their schemas dropped), which the server would trip over.
+    return UserFactory(username=f"outage-{secrets.token_hex(6)}")
 
 
 @pytest.fixture

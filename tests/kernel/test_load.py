@@ -9,6 +9,7 @@ with "too many clients already": an uncoded 500 for about half of 200 calls.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,7 +80,8 @@ def max_connections() -> int:
 def test_a_thousand_parallel_calls_are_answered_or_refused_with_a_code(server: str) -> None:
     # The burst is several times what the server's Postgres accepts at once.
     assert CALLS > 3 * max_connections()
-    people = [UserFactory(username=f"load{i}") for i in range(USERS)]
+    # Fresh stable ids, never the cast's (whose registry rows an earlier test may have left).
+    people = [UserFactory(username=f"load{i}-{secrets.token_hex(6)}") for i in range(USERS)]
     tokens = [create_token(person, "load")[1] for person in people]
     for raw in tokens:
         seeded = httpx2.post(
