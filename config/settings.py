@@ -55,6 +55,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: turns an outage raised anywhere below (a middleware included) into a 503.
+    "kody.middleware.ServiceUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "kody.input_guard.RefuseUnstorableTextMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -65,7 +67,6 @@ MIDDLEWARE = [
     "apps.accounts.middleware.AccountGateMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "kody.middleware.ServiceUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -339,3 +340,29 @@ LOGGING = {
 KODY_MAIL_DOMAIN = envstr("KODY_MAIL_DOMAIN", "mail.localhost").lower()
 KODY_INBOUND_EMAIL_SECRET = envstr("KODY_INBOUND_EMAIL_SECRET")
 KODY_EMAIL_PROVIDER = envstr("KODY_EMAIL_PROVIDER", "django")
+
+# --- Database connections: one bounded pool per process and database (ADR 0048) -----------------
+# Each process keeps at most KODY_DB_POOL_SIZE connections per database (app and audit; Django's
+# psycopg pool); a request that waits KODY_DB_POOL_TIMEOUT seconds for one gets a coded 503 with
+# Retry-After (kody.outage), never a 500. Size it so that every process's connections fit the
+# server's max_connections (README, docs/security.md). Shard workers never pool: their
+# connection count is fixed by their threads, and recycling and fencing need a real close.
+# 0 switches pooling off (then KODY_DB_CONN_MAX_AGE applies to DATABASE_URL connections).
+KODY_DB_POOL_SIZE = envint("KODY_DB_POOL_SIZE", 20)
+KODY_DB_POOL_TIMEOUT = envfloat("KODY_DB_POOL_TIMEOUT", 5.0)
+if KODY_DB_POOL_SIZE > 0:
+    for _db in DATABASES.values():
+        _db["CONN_MAX_AGE"] = 0  # the pool keeps connections; Django returns them per request
+        _db["CONN_HEALTH_CHECKS"] = True  # a connection the server dropped is never handed out
+        _db["OPTIONS"] = {
+            **_db.get("OPTIONS", {}),
+            "pool": {
+                "min_size": 0,  # idle processes (beat, workers between tasks) hold nothing
+                "max_size": KODY_DB_POOL_SIZE,
+                "timeout": KODY_DB_POOL_TIMEOUT,
+                # After an outage a failed reconnect gives up this soon, so the next request
+                # starts a fresh attempt instead of waiting out psycopg's five-minute backoff.
+                "reconnect_timeout": max(KODY_DB_POOL_TIMEOUT, 1.0),
+                "max_idle": 60.0,
+            },
+        }

@@ -1,6 +1,7 @@
 import logging
 
-from django.db import DatabaseError, connection
+import psycopg
+from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
@@ -12,13 +13,22 @@ def home(request: HttpRequest) -> HttpResponse:
 log = logging.getLogger("kody.health")
 
 
-def _database_ok() -> bool:
+# A health check answers quickly or says the dependency is down; a load balancer gives up on
+# a probe after a few seconds.
+_CONNECT_TIMEOUT_SECONDS = 2
+
+
+def _database_ok(alias: str) -> bool:
+    """A fresh connection, not one from the pool: a full pool means busy, not down, and a
+    pooled connection can outlive the server it was opened on."""
+    params = connections[alias].get_connection_params()
+    params.setdefault("connect_timeout", _CONNECT_TIMEOUT_SECONDS)
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+        with psycopg.connect(**params, autocommit=True) as raw:
+            raw.execute("SELECT 1")
         return True
-    except DatabaseError as exc:
-        log.warning("healthz: database unavailable (%s)", type(exc).__name__)
+    except psycopg.Error as exc:
+        log.warning("healthz: database %s unavailable (%s)", alias, type(exc).__name__)
         return False
 
 
@@ -33,9 +43,13 @@ def _broker_ok() -> bool:
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness for load balancers: 200 when the database and the broker both answer, else
-    503 naming which one is down (no detail beyond that)."""
-    checks = {"database": _database_ok(), "broker": _broker_ok()}
+    """Liveness for load balancers: 200 when the app database, the audit database and the
+    broker all answer, else 503 naming which one is down (no detail beyond that)."""
+    checks = {
+        "database": _database_ok("default"),
+        "audit_database": _database_ok("audit"),
+        "broker": _broker_ok(),
+    }
     ok = all(checks.values())
     body = {"status": "ok" if ok else "unavailable"}
     body.update({name: "ok" if up else "unavailable" for name, up in checks.items()})

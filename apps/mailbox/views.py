@@ -23,6 +23,7 @@ from apps.mailbox.services import bounds, inbound, inboxes, mime, outbound, read
 from apps.mailbox.services.html import sanitize
 from kody.capabilities.text import check_text
 from kody.errors import BadRequest, InvalidInput, KodyError
+from kody.outage import unavailable
 
 log = logging.getLogger(__name__)
 SECRET_HEADER = "HTTP_X_KODY_INBOUND_SECRET"
@@ -70,11 +71,25 @@ def inbound_email(request: HttpRequest) -> JsonResponse:
     except KodyError as exc:
         if exc.status < 500:
             return _error(exc)
-        return _error(inbound.InboundRetry(details=exc.details))
-    except Exception:  # parsing never raises, so this is an outage: retry, never a bare 500
-        log.exception("inbound delivery %s failed at a retryable step", delivery_id)
-        return _error(inbound.InboundRetry())
+        return _retry(exc.details)
+    except Exception as exc:
+        down = unavailable(exc)
+        if down is None:
+            # Parsing never raises, so anything else failed at a retryable step: the provider
+            # delivers again, never a bare 500.
+            log.exception("inbound delivery %s failed at a retryable step", delivery_id)
+            return _retry({})
+        log.warning("inbound delivery deferred: %s (%s)", down.code, type(exc).__name__)
+        return _retry({"reason": down.code}, down.retry_after_seconds)
     return JsonResponse(outcome.as_json())
+
+
+def _retry(details: dict[str, Any], retry_after: int = 5) -> JsonResponse:
+    """503: nothing was stored (or it was, under the same delivery id); the provider delivers
+    again after ``Retry-After`` seconds."""
+    response = _error(inbound.InboundRetry(details=details))
+    response["Retry-After"] = str(retry_after)
+    return response
 
 
 # --- /account/email: read and delete one's own mail ------------------------------------------

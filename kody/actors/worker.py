@@ -278,6 +278,9 @@ class ShardConsumer(threading.Thread):
     def run(self) -> None:
         from django.db import connections
 
+        from kody.dbpool import without_pool
+
+        without_pool()  # this thread's one long-lived connection closes for real (ADR 0048)
         beat = threading.Thread(target=self.heartbeat, name=f"{self.name}.heartbeat", daemon=True)
         beat.start()
         try:

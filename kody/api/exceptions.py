@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 from kody.errors import KodyError
+from kody.outage import unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,10 @@ def handle_exception(exc: Exception, context: dict[str, Any]) -> Response | None
         )
     response = exception_handler(exc, context)
     if response is None:
+        down = unavailable(exc)
+        if down is not None:
+            logger.warning("API call refused: %s (%s)", down.code, type(exc).__name__)
+            return error_response(down)
         logger.error("unhandled API error", exc_info=exc)
         return Response(error_body("internal_error", "Something went wrong on our side."), 500)
     api_exc = _as_api_exception(exc)

@@ -11,6 +11,7 @@ the ASGI lifespan (uvicorn and hypercorn send it); ``with_mcp`` forwards lifespa
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -18,13 +19,16 @@ from mcp.server.auth.provider import AccessToken as McpAccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kody.callers import bearer_backend
 from kody.mcp.server import TOKEN_CLAIM, build_server, db_call
+from kody.outage import ServiceUnavailable, unavailable
 
 MCP_PATH = "/mcp"
+log = logging.getLogger("kody.outage")
 
 
 class DjangoTokenVerifier:
@@ -43,7 +47,7 @@ class DjangoTokenVerifier:
 
 
 def build_app() -> Starlette:
-    return build_server().streamable_http_app(
+    app = build_server().streamable_http_app(
         streamable_http_path=MCP_PATH,
         json_response=True,
         stateless_http=True,
@@ -51,6 +55,44 @@ def build_app() -> Starlette:
         auth=AuthSettings(issuer_url=settings.SITE_URL, resource_server_url=None),
         token_verifier=DjangoTokenVerifier(),
     )
+    # Starlette gives the handler registered for Exception to its outermost error middleware:
+    # the token check runs in the auth middleware, outside any route, so an outage there would
+    # otherwise leave as a bare 500.
+    app.add_exception_handler(Exception, _server_error)
+    return app
+
+
+async def _server_error(request: Request, exc: Exception) -> JSONResponse:
+    down = _outage_in(exc)
+    if down is None:
+        message = "Something went wrong on our side."
+        body = {"error": {"code": "internal_error", "message": message, "details": {}}}
+        return JSONResponse(body, status_code=500)
+    headers = {"Retry-After": str(down.retry_after_seconds)}
+    return JSONResponse({"error": down.as_dict()}, status_code=down.status, headers=headers)
+
+
+async def _answering_outages(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    try:
+        await app(scope, receive, send)
+    except Exception as exc:
+        down = _outage_in(exc)
+        if down is None:
+            raise
+        # Starlette's error middleware answered it (``_server_error``: a coded 503) and raised
+        # it again for the server to log as a crash; an outage is not one.
+        log.warning("MCP request refused: %s (%s)", down.code, type(exc).__name__)
+
+
+def _outage_in(exc: BaseException) -> ServiceUnavailable | None:
+    # Task groups wrap what failed inside them; any outage among the leaves decides.
+    if isinstance(exc, BaseExceptionGroup):
+        for each in exc.exceptions:
+            found = _outage_in(each)
+            if found is not None:
+                return found
+        return None
+    return unavailable(exc)
 
 
 def transport_security() -> TransportSecuritySettings:
@@ -75,8 +117,10 @@ def with_mcp(django_app: ASGIApp, mcp_app: ASGIApp) -> Any:
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
         if _is_mcp(scope) and scope.get("method") == "GET":
             await _no_stream(scope, receive, send)
-        elif scope["type"] == "lifespan" or _is_mcp(scope):
+        elif scope["type"] == "lifespan":
             await mcp_app(scope, receive, send)
+        elif _is_mcp(scope):
+            await _answering_outages(mcp_app, scope, receive, send)
         else:
             await django_app(scope, receive, send)
 

@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from kody.callers import bearer_backend
 from kody.capabilities import Capability, Context, get, invoke, visible_to
 from kody.errors import KodyError, Unauthenticated
+from kody.outage import unavailable
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,11 @@ async def list_tools(
         tools = await db_call(_visible_tools, _token_id(ctx))
     except KodyError as exc:
         raise MCPError(types.INVALID_REQUEST, exc.message, exc.as_dict()) from exc
+    except Exception as exc:
+        down = unavailable(exc)
+        if down is None:
+            raise
+        raise MCPError(types.INTERNAL_ERROR, down.message, _error_body(down)["error"]) from exc
     return types.ListToolsResult(tools=tools)
 
 
@@ -80,7 +86,11 @@ async def call_tool(
         result = await db_call(_invoke, _token_id(ctx), params.name, params.arguments, _ip(ctx))
     except KodyError as exc:
         return _error_result(exc)
-    except Exception:
+    except Exception as exc:
+        down = unavailable(exc)
+        if down is not None:
+            logger.warning("MCP tool %s refused: %s", params.name, down.code)
+            return _error_result(down)
         # The SDK would put str(exc) in the result: a driver message is not for the client.
         logger.exception("MCP tool %s crashed", params.name)
         return _error_result(KodyError("Something went wrong on our side.", code="internal_error"))
@@ -124,12 +134,17 @@ def _success_result(result: Any) -> types.CallToolResult:
     )
 
 
-def _error_result(exc: KodyError) -> types.CallToolResult:
+def _error_body(exc: KodyError) -> dict[str, Any]:
     body = {"error": exc.as_dict()}
     retry_after = getattr(exc, "retry_after_seconds", None)
     if retry_after:
         # A tool result has no HTTP status of its own; the same hint rides in the details.
         body["error"]["details"] = {**exc.details, "status": exc.status, "retryAfter": retry_after}
+    return body
+
+
+def _error_result(exc: KodyError) -> types.CallToolResult:
+    body = _error_body(exc)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(body, default=str))], is_error=True
     )

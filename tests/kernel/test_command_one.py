@@ -157,7 +157,7 @@ def test_up_serves_the_site_and_stops_every_child(fresh_env):
         assert "Kody" in body
         assert _get(f"http://127.0.0.1:{port}/healthz") == (
             200,
-            '{"status": "ok", "database": "ok", "broker": "ok"}',
+            '{"status": "ok", "database": "ok", "audit_database": "ok", "broker": "ok"}',
         )
         services = _embedded_pids(var)
         assert all(_alive(pid) for pid in services.values()), services

@@ -15,4 +15,9 @@ def test_both_databases_answer_and_pgvector_is_installed():
 def test_healthz_answers(client, db):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+    assert response.json() == {
+        "status": "ok",
+        "database": "ok",
+        "audit_database": "ok",
+        "broker": "ok",
+    }
