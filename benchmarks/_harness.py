@@ -168,7 +168,7 @@ def celery_worker(queue: str) -> subprocess.Popen:
         "--without-gossip",
         "--without-heartbeat",
         "-I",
-        "benchmarks.celery_baseline",
+        "benchmarks._celery_baseline",
     ]
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
 
