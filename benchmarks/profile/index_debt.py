@@ -17,6 +17,11 @@ with ``KODY_EMBED_INLINE_BUDGET_MS``.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for its helpers
+
 import argparse
 import time
 
