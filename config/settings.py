@@ -215,11 +215,10 @@ KODY_ACTOR_STATEMENT_TIMEOUT_MS = envint("KODY_ACTOR_STATEMENT_TIMEOUT_MS", 3000
 # backend memory each, measured), least recently used deallocated first. 0: off (for a
 # transaction-mode pooler between Kody and Postgres).
 KODY_ACTOR_PREPARED_MAX = envint("KODY_ACTOR_PREPARED_MAX", 128)
-# Bounded backend memory (kody.actors.recycle): a shard consumer reconnects after touching
-# this many user schemas, or once its backend holds more than this many MB (0: off).
-# Defaults measured with benchmarks/fleet.py (benchmarks/README.md).
-KODY_ACTOR_RECYCLE_SCHEMAS = envint("KODY_ACTOR_RECYCLE_SCHEMAS", 1000)
-KODY_ACTOR_RECYCLE_MEMORY_MB = envint("KODY_ACTOR_RECYCLE_MEMORY_MB", 128)
+# Bounded backend memory (kody.actors.recycle): a shard consumer reconnects once its
+# backend holds more than this many MB (0: off). Under 256 MB with room for the schemas
+# served between two measurements; a fleet whose working set fits is never recycled.
+KODY_ACTOR_RECYCLE_MEMORY_MB = envint("KODY_ACTOR_RECYCLE_MEMORY_MB", 224)
 # Users idle this many days are hibernated (kody.userschema.hibernation; the daily lane).
 KODY_HIBERNATE_IDLE_DAYS = envint("KODY_HIBERNATE_IDLE_DAYS", 30)
 # Pre-built empty schemas a restore renames instead of running the DDL (kody.userschema.spares);
