@@ -162,9 +162,9 @@ def move(shard: int, *, progress: Callable[[int], None] | None = None) -> Moved:
     return done
 
 
-def _target(raw: bytes) -> int | None:
+def _target(raw: bytes | str) -> int | None:
     try:
-        call = Call.decode(raw)
+        call = Call.decode(raw if isinstance(raw, bytes) else raw.encode())
     except (ValueError, KeyError, TypeError):
         return None
     return transport.shard_for(call.user_id)

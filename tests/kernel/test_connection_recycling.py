@@ -41,9 +41,7 @@ def test_the_connection_is_recycled_once_the_backend_holds_too_much(
     assert connection.connection is None and recycler.recycled == 1
 
 
-def test_a_fleet_whose_backend_stays_under_the_limit_keeps_its_connection(
-    settings, measurable
-):
+def test_a_fleet_whose_backend_stays_under_the_limit_keeps_its_connection(settings, measurable):
     # Thousands of schemas served, the memory looked at every CHECK_EVERY of them: no count
     # of schemas closes a connection whose backend is within its limit.
     settings.KODY_ACTOR_RECYCLE_MEMORY_MB = 224
