@@ -1,6 +1,6 @@
 """Where the queue's CPU goes: one queue row, CPU time per process kind per call.
 
-    python benchmarks/queue_cpu.py [--users 64] [--procs 4] [--threads 16] [--seconds 5]
+    python benchmarks/profile/queue_cpu.py [--users 64] [--procs 4] [--threads 16] [--seconds 5]
         [--py-spy DIR]
 
 Starts the shard workers the way ``actors.py`` does, runs ``UserMeter.consume`` from

@@ -1,6 +1,6 @@
 """Where a restore's time goes: per-statement timings of restoring hibernated users.
 
-    python benchmarks/restore_profile.py [--users 20] [--rows 1000] [--padding 0]
+    python benchmarks/profile/restore_profile.py [--users 20] [--rows 1000] [--padding 0]
 
 ``--padding N`` first creates N more user schemas (the catalog a real fleet has)."""
 
