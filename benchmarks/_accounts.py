@@ -5,13 +5,19 @@ from __future__ import annotations
 import secrets
 
 
-def live_account_ids(count: int) -> list[str]:
-    """``count`` new users (one bulk insert); their stable ids."""
+def live_account_ids(count: int, plan: str | None = None) -> list[str]:
+    """``count`` new users (one bulk insert, on ``plan`` if given); their stable ids."""
     from apps.accounts.models import User
 
     tags = [secrets.token_hex(8) for _ in range(count)]
+    extra = {"plan": plan} if plan else {}
     users = [
-        User(username=f"bench-{tag}", email=f"bench-{tag}@example.test", stable_user_id=tag * 4)
+        User(
+            username=f"bench-{tag}",
+            email=f"bench-{tag}@example.test",
+            stable_user_id=tag * 4,
+            **extra,
+        )
         for tag in tags
     ]
     User.objects.bulk_create(users)

@@ -36,6 +36,29 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def postgres_pids() -> list[int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_postmaster_start_time()")
+        cursor.execute("SELECT setting FROM pg_settings WHERE name = 'data_directory'")
+        data = cursor.fetchone()[0]
+    pid = int(Path(data, "postmaster.pid").read_text().split()[0])
+    return [pid, *children(pid)]
+
+
+def redis_pid() -> int | None:
+    from kody.actors import transport
+
+    info = transport.client().info("server")
+    return int(info["process_id"])
+
+
 def setup_django() -> None:
     import django
 
@@ -168,7 +191,7 @@ def celery_worker(queue: str) -> subprocess.Popen:
         "--without-gossip",
         "--without-heartbeat",
         "-I",
-        "benchmarks.celery_baseline",
+        "benchmarks._celery_baseline",
     ]
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
 

@@ -4,10 +4,12 @@
 
 Prints p50/p99 latency and calls/s for: pgbench's single-row upsert, the meter's SQL run
 straight from Python, an inline actor call, one Celery task per call (the rejected design),
-and call() through the queue for one user and for 64 users — then the ratios the kernel issue
-asked for and issue 9's targets, each marked met or MISSED. ``--rounds N`` runs every row N
-times (the Celery rows once), each round against its own pgbench baselines, and closes with
-each figure's median and how many rounds met its target. Timings are printed, never asserted.
+call() through the queue for one user and for 64 users, and the product's metering path
+(``entitlements.services.consume``: the cached plan plus one meter charge) for 64 users —
+then the ratios the kernel issue asked for and issue 9's targets, each marked met or MISSED.
+``--rounds N`` runs every row N times (the Celery rows once), each round against its own
+pgbench baselines, and closes with each figure's median and how many rounds met its target.
+Timings are printed, never asserted.
 """
 
 from __future__ import annotations
@@ -247,8 +249,19 @@ def mixed_call(users: list[str]) -> Callable[[int], object]:
     return call
 
 
+def consume_call(users: list[str]) -> Callable[[int], object]:
+    """What an agent call pays for its quota check: the plan from the cache, then the meter's
+    charge for today (the product's path, where ``meter_call`` calls the actor directly)."""
+    from apps.entitlements import services
+
+    def call(index: int) -> object:
+        return services.consume(users[index % len(users)], "execute_calls_per_day")
+
+    return call
+
+
 def celery_task_call() -> Callable[[int], object]:
-    from benchmarks.celery_baseline import upsert
+    from benchmarks._celery_baseline import upsert
 
     def call(index: int) -> object:
         return upsert.apply_async(args=[f"celery{index % 64}"]).get(timeout=30)
@@ -270,6 +283,7 @@ TARGETS = (
     ("64 users calls/s / pgbench 8-client", "many_users_share", 0.35, False, "{:.0%}"),
     ("  against the pgbench next to the rows", "many_users_share_next", None, False, "{:.0%}"),
     ("mixed meter+RunLog / pgbench 8-client", "mixed_share", None, False, "{:.0%}"),
+    ("meter consume(), 64 users / pgbench 8", "meter_share", 0.30, False, "{:.0%}"),
 )
 
 
@@ -302,18 +316,25 @@ def verdicts(figures: dict[str, float]) -> list[str]:
 ONE_USER = {"1 caller": (1, 1), "8 callers": (1, 8), "32 callers (4 procs)": (4, 8)}
 MANY_USERS = {"1 caller": (1, 1), "64 callers (4 procs)": (4, 16)}
 MIXED = "mixed meter+RunLog, 64 users, 64 callers"
+METER = {"8 callers": (1, 8), "64 callers (4 procs)": (4, 16)}
 
 
-def queue_labels(who: str, shapes: dict[str, tuple[int, int]]) -> list[str]:
+def queue_labels(
+    who: str, shapes: dict[str, tuple[int, int]], what: str = "queue call()"
+) -> list[str]:
     """The queue rows' labels for ``who`` (``one user``, ``64 users``), one per caller shape."""
-    return [f"queue call(), {who}, {name}" for name in shapes]
+    return [f"{what}, {who}, {name}" for name in shapes]
 
 
 def best_rate(
-    results: dict[str, dict[str, float]], who: str, shapes: dict[str, tuple[int, int]]
+    results: dict[str, dict[str, float]],
+    who: str,
+    shapes: dict[str, tuple[int, int]],
+    what: str = "queue call()",
 ) -> float | None:
     """The best calls/s of ``who``'s queue rows that ran, or None when none did."""
-    rates = [results[label]["per_s"] for label in queue_labels(who, shapes) if label in results]
+    labels = queue_labels(who, shapes, what)
+    rates = [results[label]["per_s"] for label in labels if label in results]
     return max(rates) if rates else None
 
 
@@ -395,6 +416,11 @@ def one_round(
                 warm(index % len(many))
             results[MIXED] = closed_loop_procs(lambda: mixed_call(many), 4, 16, seconds)
             print(row(MIXED, results[MIXED]))
+        if any(map(runs, queue_labels("64 users", METER, "meter consume()"))):
+            warm = consume_call(many)
+            for index in range(len(many)):  # today's counter rows and the cached plans
+                warm(index)
+        queue_rows(results, runs, seconds, "64 users", many, METER, consume_call)
     return results
 
 
@@ -419,11 +445,15 @@ def queue_rows(
     who: str,
     users: list[str],
     shapes: dict[str, tuple[int, int]],
+    make: Callable[[list[str]], Callable[[int], object]] = meter_call,
 ) -> None:
-    """The queue rows for ``users``: one per caller shape (processes, threads each)."""
-    for label, (procs, threads) in zip(queue_labels(who, shapes), shapes.values(), strict=True):
+    """The queue rows for ``users``: one per caller shape (processes, threads each), each
+    caller making ``make(users)``'s call (the meter actor's by default)."""
+    what = "queue call()" if make is meter_call else "meter consume()"
+    labels = queue_labels(who, shapes, what)
+    for label, (procs, threads) in zip(labels, shapes.values(), strict=True):
         if runs(label):
-            results[label] = closed_loop_procs(lambda: meter_call(users), procs, threads, seconds)
+            results[label] = closed_loop_procs(lambda: make(users), procs, threads, seconds)
             print(row(label, results[label]))
 
 
@@ -461,6 +491,9 @@ def figures_of(results: dict[str, dict[str, float]]) -> dict[str, float]:
         figures["many_users_share"] = many / tps_many
     if MIXED in results:
         figures["mixed_share"] = results[MIXED]["per_s"] / tps_many
+    meter = best_rate(results, "64 users", METER, "meter consume()")
+    if meter is not None:
+        figures["meter_share"] = meter / tps_many
     if one_user is not None and "pgbench 1, next" in results:
         figures["one_user_share_next"] = one_user / results["pgbench 1, next"]["per_s"]
     if many is not None and "pgbench 8, next" in results:
@@ -498,7 +531,7 @@ def main() -> None:
     from kody.userschema.schemas import ensure_schema
 
     seconds = options.seconds
-    one, *many = live_account_ids(65)
+    one, *many = live_account_ids(65, plan="max")  # the consume rows never reach a limit
     for user in [one, *many]:
         ensure_schema(user)
         settings.KODY_ACTORS_INLINE = True

@@ -32,8 +32,17 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from _harness import ROOT, database_url, pct, setup_django, shard_worker
-from queue_cpu import children, cpu_seconds, postgres_pids, redis_pid
+from _harness import (
+    ROOT,
+    children,
+    cpu_seconds,
+    database_url,
+    pct,
+    postgres_pids,
+    redis_pid,
+    setup_django,
+    shard_worker,
+)
 
 # --target: accountUsage is the row (two meter-actor round trips and a dozen queries a
 # call); whoami does no I/O, so its row is the scheduling pipeline alone.

@@ -170,7 +170,7 @@ CELERY_TIMEZONE = "UTC"
 
 # Per-user actor calls hash the stable user id onto one of this many shard queues, each
 # drained by one consumer. Set it to the shard consumers a deployment runs (one per
-# shard-worker process): more shards than that only split the batches (ADR 0041). Every web
+# shard-worker process): more shards than that only split the batches. Every web
 # process and worker must agree on it; after lowering it, `manage.py move_stranded_shards`.
 KODY_ACTOR_SHARDS = envint("KODY_ACTOR_SHARDS", 2)
 KODY_ACTORS_INLINE = envbool("KODY_ACTORS_INLINE", False)
@@ -188,8 +188,9 @@ KODY_ACTOR_LEASE_SECONDS = envfloat("KODY_ACTOR_LEASE_SECONDS", 15)
 KODY_ACTOR_REDIS_URL = envstr("KODY_ACTOR_REDIS_URL")
 # How many shard-worker processes `manage.py up` spreads the shards over (never more than
 # KODY_ACTOR_SHARDS). 0, the default, means one per CPU (kody.actors.topology.worker_processes;
-# measured in benchmarks/README.md, ADR 0029). The shard count is not derived from the CPU
-# count: it decides which queue a user's calls go to, so it must be one number fleet-wide.
+# one GIL per process, measured in benchmarks/README.md). The shard count is not derived
+# from the CPU count: it decides which queue a user's calls go to, so it must be one number
+# fleet-wide.
 KODY_ACTOR_WORKER_PROCESSES = envint("KODY_ACTOR_WORKER_PROCESSES", 0)
 KODY_LANE_RETRY_BASE_SECONDS = envint("KODY_LANE_RETRY_BASE_SECONDS", 2)
 # Text embeddings (kody.embeddings): an import path to the embedder class. The vector column's
@@ -197,7 +198,7 @@ KODY_LANE_RETRY_BASE_SECONDS = envint("KODY_LANE_RETRY_BASE_SECONDS", 2)
 KODY_EMBEDDER = envstr("KODY_EMBEDDER", "kody.embeddings.wordllama.WordLlamaEmbedder")
 # Where a write's vector is embedded: "inline" (in the write's transaction), "deferred" (the
 # write records search-index debt and a task embeds after COMMIT) or "auto": inline while the
-# embedder's measured latency per small call stays under KODY_EMBED_INLINE_BUDGET_MS (ADR 0018).
+# embedder's measured latency per small call stays under KODY_EMBED_INLINE_BUDGET_MS.
 KODY_EMBED_MODE = envchoice("KODY_EMBED_MODE", "auto", ("auto", "inline", "deferred"))
 KODY_EMBED_INLINE_BUDGET_MS = envfloat("KODY_EMBED_INLINE_BUDGET_MS", 25.0)
 # HNSW candidates per vector query (pgvector's hnsw.ef_search); see benchmarks/vectors.py.
@@ -212,15 +213,14 @@ KODY_SECRET_KEY_ID = envstr("KODY_SECRET_KEY_ID")
 KODY_ACTOR_LOCK_TIMEOUT_MS = envint("KODY_ACTOR_LOCK_TIMEOUT_MS", 5000)
 KODY_ACTOR_STATEMENT_TIMEOUT_MS = envint("KODY_ACTOR_STATEMENT_TIMEOUT_MS", 30000)
 # Planned calls and their owner-lock checks run as per-schema prepared statements
-# (kody.actors.prepared, ADR 0038): at most this many per database session (about 0.1 MB of
+# (kody.actors.prepared): at most this many per database session (about 0.1 MB of
 # backend memory each, measured), least recently used deallocated first. 0: off (for a
 # transaction-mode pooler between Kody and Postgres).
 KODY_ACTOR_PREPARED_MAX = envint("KODY_ACTOR_PREPARED_MAX", 128)
-# Bounded backend memory (kody.actors.recycle): a shard consumer reconnects after touching
-# this many user schemas, or once its backend holds more than this many MB (0: off).
-# Defaults measured with benchmarks/fleet.py (benchmarks/README.md).
-KODY_ACTOR_RECYCLE_SCHEMAS = envint("KODY_ACTOR_RECYCLE_SCHEMAS", 1000)
-KODY_ACTOR_RECYCLE_MEMORY_MB = envint("KODY_ACTOR_RECYCLE_MEMORY_MB", 128)
+# Bounded backend memory (kody.actors.recycle): a shard consumer reconnects once its
+# backend holds more than this many MB (0: off). Under 256 MB with room for the schemas
+# served between two measurements; a fleet whose working set fits is never recycled.
+KODY_ACTOR_RECYCLE_MEMORY_MB = envint("KODY_ACTOR_RECYCLE_MEMORY_MB", 224)
 # Users idle this many days are hibernated (kody.userschema.hibernation; the daily lane).
 KODY_HIBERNATE_IDLE_DAYS = envint("KODY_HIBERNATE_IDLE_DAYS", 30)
 # Pre-built empty schemas a restore renames instead of running the DDL (kody.userschema.spares);

@@ -182,7 +182,9 @@ def stop_postgres(data_dir: Path | None = None) -> None:
         return
     _pgserver_env()
     import pgserver  # noqa: F401  (pg_ctl ships with it)
-    from pgserver._commands import pg_ctl
+
+    # Made at import time, one function per bundled binary: invisible to a type checker.
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
 
     try:
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user="pgserver")

@@ -1,4 +1,5 @@
-"""The code base stays ruff-clean and ruff-formatted (rules in pyproject.toml)."""
+"""The code base stays ruff-clean and ruff-formatted, and the kernel (``kody/``) type-checks
+under mypy (rules for both in pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,16 @@ def test_ruff_check_passes():
 
 def test_ruff_format_is_applied():
     result = _ruff("format", "--check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_passes_over_the_kernel():
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental"],  # the files: pyproject's [tool.mypy]
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

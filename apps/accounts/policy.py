@@ -11,6 +11,10 @@ answers without importing this app. Two questions, one function each:
 * ``write_guard(user, holder)``: hold an account write lease in the user's UserMeter around
   one guarded mutation (seed 002), so a deletion that has marked the account waits for it and
   nothing is written after the drain. Nested guards for the same user share the outer lease.
+
+The leases live in the UserMeter, which belongs to entitlements, an app built on this one.
+So entitlements registers its lease keeper here when it loads (``register_write_leases``)
+and this module never imports it: accounts stays below every app that reads accounts.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol
 
+from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from apps.accounts.models import User
@@ -31,6 +36,30 @@ log = logging.getLogger(__name__)
 
 # user stable id -> the lease token this context already holds (nested guards reuse it).
 _held: ContextVar[dict[str, str] | None] = ContextVar("kody_write_leases", default=None)
+
+
+class WriteLeases(Protocol):
+    """What keeps the account write leases (entitlements' ``metering``)."""
+
+    def acquire_write_lease(self, uid: str, token: str, holder: str, at: str) -> Any:
+        """Take a lease, or raise ``AccountDeleting`` once the account's tombstone is set."""
+
+    def release_write_lease(self, uid: str, token: str) -> Any:
+        """Answer ``{"released": bool}``: False when the lease was gone."""
+
+
+_leases: list[WriteLeases] = []
+
+
+def register_write_leases(keeper: WriteLeases) -> None:
+    """Name the one keeper of write leases (entitlements does, in its ``ready()``)."""
+    _leases[:] = [keeper]
+
+
+def _write_leases() -> WriteLeases:
+    if not _leases:
+        raise ImproperlyConfigured("no write-lease keeper registered (is entitlements installed?)")
+    return _leases[0]
 
 
 class WriteLeaseLost(Conflict):
@@ -70,8 +99,7 @@ def write_guard(user: Any, holder: str) -> Iterator[None]:
     """Acquire → run the mutation → release. Refused (409 ``account_deleting``) once deletion
     has started, whether the account row or only the meter's tombstone says so yet. A lease
     the release finds gone was repaired by an operator mid-write: ``WriteLeaseLost``."""
-    from apps.entitlements.services import metering
-
+    leases = _write_leases()
     uid, holder = str(user.stable_user_id), holder[:255]
     held = _held.get() or {}
     if uid in held:
@@ -79,7 +107,7 @@ def write_guard(user: Any, holder: str) -> Iterator[None]:
         return
     assert_can_mutate(user)
     token = uuid.uuid4().hex
-    metering.acquire_write_lease(uid, token, holder, timezone.now().isoformat())
+    leases.acquire_write_lease(uid, token, holder, timezone.now().isoformat())
     reset = _held.set({**held, uid: token})
     completed = False
     try:
@@ -88,7 +116,7 @@ def write_guard(user: Any, holder: str) -> Iterator[None]:
     finally:
         _held.reset(reset)
         try:
-            released = metering.release_write_lease(uid, token)["released"]
+            released = leases.release_write_lease(uid, token)["released"]
         except Exception:
             # The lease stays until an operator repairs it (adminAccountWriteLeaseRepair);
             # a deletion meanwhile stops at its drain bound and says who holds it.

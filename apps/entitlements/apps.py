@@ -8,6 +8,10 @@ class EntitlementsConfig(AppConfig):
     verbose_name = "Entitlements"
 
     def ready(self) -> None:
+        from apps.accounts import policy
         from apps.entitlements import signals
+        from apps.entitlements.services import metering
 
         signals.connect()
+        # The account write leases live in the UserMeter: the policy guards writes with them.
+        policy.register_write_leases(metering)

@@ -13,7 +13,10 @@ class JobsConfig(AppConfig):
         # relays (a web process's kick, a lane), not only in autodiscovering workers.
         from apps.entitlements.services.counters import register_counter
         from apps.entitlements.services.storage import register_bucket_estimator
-        from apps.jobs import tasks  # noqa: F401
+        from apps.jobs import (
+            tasks,  # noqa: F401
+            vectors,  # noqa: F401  (registers the job vector kind)
+        )
         from apps.jobs.actor.runlog import CONCURRENT_WORKFLOWS_SQL, RunLog
         from apps.jobs.services.runs import concurrent_workflows
         from apps.jobs.services.storage import estimate

@@ -208,9 +208,10 @@ class Unanswered(Exception):
 class Planned(tuple):  # type: ignore[type-arg]
     """A statement form's statement given as its CTEs and its final query: still the
     ``(sql, params)`` pair every planned path sends (``WITH <ctes> <select>``), and what a lone
-    call needs to go out in ONE round trip with its record, its fence guard and ``COMMIT``
-    (ADR 0042). The kernel then joins the call's record to the statement as one more CTE
-    that stores the final query's rows, and fails the statement when there are none.
+    call needs to go out in ONE round trip with its record, its fence guard and ``COMMIT``:
+    a round trip is most of a short call's latency. The kernel then joins the call's record
+    to the statement as one more CTE that stores the final query's rows, and fails the
+    statement when there are none.
 
     Its form promises two things: its ``answer`` answers ANY rows but none (no rows is the
     one ``Unanswered``), and it answers them from their JSON form (the rows as ``json_agg``
@@ -239,12 +240,12 @@ def one_statement(plan: Any, answer: Any) -> Any:
     (SQL and parameters, on the user's search path, as the method would send it; None when
     the call needs the method itself) and ``answer(rows, *args, **kwargs)`` turns its rows
     into the method's value, or raises ``Unanswered``. Several such calls of a batch go out
-    in one query after the batch's prelude, instead of a round trip each (ADR 0037); any
+    in one query after the batch's prelude, instead of a round trip each; any
     call without a plan, any ``Unanswered`` and any error makes the kernel run the batch's
     methods themselves. Both must be pure functions of their arguments: no reads, no
     writes, no state. The method stays the authority: it must do exactly what the
     statement does when the answer would be given. A plan that returns a ``Planned`` lets
-    a lone call go out in one round trip (ADR 0042), on the promises ``Planned`` names."""
+    a lone call go out in one round trip, on the promises ``Planned`` names."""
 
     def mark(method: Any) -> Any:
         method.kody_statement = (plan, answer)

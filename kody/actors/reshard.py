@@ -2,12 +2,12 @@
 their users now.
 
 Design note. A user's shard is ``shard_for(user_id)``, the hash modulo the shard count, so
-lowering the count (ADR 0041) leaves shards no worker drains any more. Anything still on them
-— calls queued, calls a consumer took and never answered (its in-flight list) — would wait
-there for ever. ``stranded()`` finds them: every shard the database has an epoch row for
-(each shard that was ever consumed has one) plus every shard number below ``PROBED``, at or
-beyond the count, with a queue or in-flight list that is not empty. The health page lists
-them and a shard worker logs them when it starts.
+lowering the count (to match fewer shard-worker processes) leaves shards no worker drains
+any more. Anything still on them — calls queued, calls a consumer took and never answered
+(its in-flight list) — would wait there for ever. ``stranded()`` finds them: every shard
+the database has an epoch row for (each shard that was ever consumed has one) plus every
+shard number below ``PROBED``, at or beyond the count, with a queue or in-flight list that
+is not empty. The health page lists them and a shard worker logs them when it starts.
 
 ``move(shard)`` empties one such shard onto the current ones: oldest first, the in-flight
 calls (taken before anything still queued) and then the queue, each pushed onto its user's
@@ -162,9 +162,9 @@ def move(shard: int, *, progress: Callable[[int], None] | None = None) -> Moved:
     return done
 
 
-def _target(raw: bytes) -> int | None:
+def _target(raw: bytes | str) -> int | None:
     try:
-        call = Call.decode(raw)
+        call = Call.decode(raw if isinstance(raw, bytes) else raw.encode())
     except (ValueError, KeyError, TypeError):
         return None
     return transport.shard_for(call.user_id)

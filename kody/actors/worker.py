@@ -466,8 +466,8 @@ class ShardDrain(bootsteps.StartStopStep):
 
 
 def _warn_stranded() -> None:
-    """Say so, loudly, when calls sit on shards beyond the count (ADR 0041): no worker drains
-    them until an operator moves them."""
+    """Say so, loudly, when calls sit on shards beyond the count (left there when the count
+    was lowered): no worker drains them until an operator moves them."""
     from django.db import connection
 
     from kody.actors import reshard

@@ -8,7 +8,7 @@ route answers names registered later (and unknown names, with 404 ``unknown_capa
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -211,7 +211,8 @@ def call_view(cap: Capability) -> Callable[..., Any]:
         return self.call(request, cap.name, request.data)
 
     documented = _document(cap, f"{cap.name}Call", request_schema=cap.input_schema)(post)
-    return type(f"{cap.name}CallView", (CapabilityAPIView,), {"post": documented}).as_view()
+    view = type(f"{cap.name}CallView", (CapabilityAPIView,), {"post": documented})
+    return cast(type[CapabilityAPIView], view).as_view()
 
 
 def alias_view(cap: Capability) -> Callable[..., Any]:
@@ -228,7 +229,8 @@ def alias_view(cap: Capability) -> Callable[..., Any]:
 
     request_schema = cap.input_schema if method == "post" else None
     documented = _document(cap, cap.name, request_schema=request_schema)(handler)
-    return type(f"{cap.name}AliasView", (CapabilityAPIView,), {method: documented}).as_view()
+    view = type(f"{cap.name}AliasView", (CapabilityAPIView,), {method: documented})
+    return cast(type[CapabilityAPIView], view).as_view()
 
 
 def _document(cap: Capability, operation_id: str, request_schema: Any) -> Callable[..., Any]:

@@ -102,14 +102,15 @@ def record_start(run: LaneRun) -> None:
     _write_record(_RECORD_START, [run.lane.name, timezone.now()], run.lane.name)
 
 
-def record_end(run: LaneRun, status: LaneRunStatus, error: BaseException | None = None) -> None:
-    ok = status is LaneRunStatus.OK
+def record_end(run: LaneRun, status: str, error: BaseException | None = None) -> None:
+    """``status`` is a ``LaneRunStatus`` (its members are strings)."""
+    ok = status == LaneRunStatus.OK
     # The class name only: exception messages can quote user content.
     error_class = "" if error is None else type(error).__name__
     params = [
         run.lane.name,
         timezone.now(),
-        status.value,
+        str(status),  # a TextChoices member prints as its value
         run.items,
         run.batches,
         run.duration_ms,
@@ -121,7 +122,7 @@ def record_end(run: LaneRun, status: LaneRunStatus, error: BaseException | None 
     _write_record(_RECORD_END, params, run.lane.name)
 
 
-def _contention_status(attempt: int) -> LaneRunStatus:
+def _contention_status(attempt: int) -> str:
     from kody.lanes.tasks import MAX_RETRIES
 
     # The task retries attempts 1..MAX_RETRIES; the one after that gives up.

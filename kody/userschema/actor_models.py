@@ -37,7 +37,7 @@ def _app_label_for(module: str) -> str:
 
 class ActorModelBase(ModelBase):
     def __new__(mcs, name: str, bases: tuple, attrs: dict[str, Any], **kwargs: Any) -> Any:
-        meta = attrs.get("Meta")
+        meta: Any = attrs.get("Meta")
         if meta is not None and vars(meta).get("abstract", False):
             return super().__new__(mcs, name, bases, attrs, **kwargs)
         meta = meta or type("Meta", (), {})

@@ -83,6 +83,16 @@ def _collect(alias: str, build: Callable[[BaseDatabaseSchemaEditor], None]) -> l
     return list(editor.collected_sql)
 
 
+def _adding(method: str, model: Any, part: Any) -> Callable[[BaseDatabaseSchemaEditor], None]:
+    """What the schema editor's ``method`` (``add_field``, ``add_index``, ...) would send to
+    add ``part`` to ``model``, as a step for ``_collect``."""
+
+    def step(editor: BaseDatabaseSchemaEditor) -> None:
+        getattr(editor, method)(model, part)
+
+    return step
+
+
 def _split_create(statements: list[str]) -> tuple[str, tuple[str, ...]]:
     creates = [sql for sql in statements if sql.startswith("CREATE TABLE")]
     if len(creates) != 1:
@@ -98,11 +108,11 @@ def _table_ddl(model: type[models.Model], alias: str, with_parts: bool) -> Table
         for fld in model._meta.local_concrete_fields:
             if fld.primary_key or fld in model._meta.pk_fields:
                 continue
-            columns[fld.column] = tuple(_collect(alias, lambda ed, f=fld: ed.add_field(model, f)))
+            columns[fld.column] = tuple(_collect(alias, _adding("add_field", model, fld)))
         for index in model._meta.indexes:
-            named[index.name] = _collect(alias, lambda ed, i=index: ed.add_index(model, i))[0]
+            named[index.name] = _collect(alias, _adding("add_index", model, index))[0]
         for constraint in model._meta.constraints:
-            sql = _collect(alias, lambda ed, c=constraint: ed.add_constraint(model, c))
+            sql = _collect(alias, _adding("add_constraint", model, constraint))
             named[constraint.name] = sql[0]
     return TableDDL(model._meta.db_table, create_table, extras, columns, named)
 

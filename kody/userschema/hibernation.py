@@ -281,6 +281,7 @@ def _restore_plan(version: int, table_sets: frozenset[str] | None) -> RestorePla
             if columns:
                 identity[model._meta.db_table] = columns
     in_spare = tablesets.tables_of([])  # what kody.userschema.spares builds
+    assert in_spare is not None  # no table sets named: the eager tables, never "all"
     beyond = [t for t in ddl.tables if t.table not in in_spare]
     return RestorePlan(
         tables=tuple((t.create_table, ()) for t in ddl.tables),

@@ -18,25 +18,16 @@ Design note — the invariants kept here:
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import logging
-import secrets
 from collections.abc import Callable
 from datetime import timedelta
-from typing import ParamSpec, TypeVar
 
 from django.apps import apps as django_apps
-from django.contrib.auth import authenticate
 from django.contrib.auth.hashers import make_password
-from django.contrib.auth.password_validation import validate_password
-from django.core.cache import cache
-from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from apps.accounts import operators, policy, usernames
+from apps.accounts import operators, policy
 from apps.accounts.models import (
     EmailVerification,
     PasswordReset,
@@ -46,10 +37,44 @@ from apps.accounts.models import (
     UserEmailClaim,
 )
 from apps.accounts.models.identity import EmailClaimStatus
-from apps.accounts.models.users import normalize_email, stable_user_id_for
+from apps.accounts.models.users import normalize_email
 from apps.accounts.services import audit, onetime
+
+# The rules and the sign-in live beside this module; named here too, as callers use them.
+from apps.accounts.services.identity_rules import (  # noqa: E402, F401
+    AccountSuspended,
+    EmailNotVerified,
+    EmailTaken,
+    EmailUnavailable,
+    FormerEmailClaimed,
+    InvalidCredentials,
+    UsernameReserved,
+    UsernameTaken,
+    _claim,
+    _claimed_by_other,
+    _field_error,
+    _lock_user,
+    _mint_stable_user_id,
+    assert_can_mutate,
+    clean_email,
+    clean_password,
+    clean_username,
+    refuses_deleting,
+)
+from apps.accounts.services.login import (  # noqa: E402, F401
+    LOGIN_MAX_FAILURES,
+    LOGIN_MAX_IP_FAILURES,
+    LOGIN_WINDOW_SECONDS,
+    authenticate_login,
+    record_logout,
+)
 from apps.accounts.services.onetime import InvalidToken, TokenExpired
-from kody.errors import AccountDeleting, Conflict, InvalidInput, KodyError, RateLimited
+from kody.errors import (  # noqa: F401  (AccountDeleting: callers catch identity.AccountDeleting)
+    AccountDeleting,
+    InvalidInput,
+    KodyError,
+    RateLimited,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -57,85 +82,6 @@ VERIFY_TTL = timedelta(hours=24)
 RESET_TTL = timedelta(hours=1)
 SET_PASSWORD_TTL = timedelta(hours=24)
 EMAIL_CHANGE_TTL = timedelta(hours=24)
-LOGIN_MAX_FAILURES = 10  # per account (or unknown identifier)
-LOGIN_MAX_IP_FAILURES = 50  # per client IP, across every identifier it tries
-LOGIN_WINDOW_SECONDS = 15 * 60
-
-
-# --- errors -----------------------------------------------------------------------------------
-
-
-class UsernameReserved(KodyError):
-    code = "username_reserved"
-    status = 422
-
-
-class UsernameTaken(Conflict):
-    code = "username_taken"
-
-
-class EmailTaken(Conflict):
-    code = "email_taken"
-
-
-class FormerEmailClaimed(Conflict):
-    code = "former_email_claimed"
-
-
-class EmailUnavailable(Conflict):
-    code = "email_unavailable"
-
-
-class EmailNotVerified(Conflict):
-    code = "email_not_verified"
-
-
-class AccountSuspended(KodyError):
-    code = "account_suspended"
-    status = 403
-    message = "This account is suspended. Contact support."
-
-
-class InvalidCredentials(KodyError):
-    code = "invalid_credentials"
-    status = 401
-
-
-def _field_error(field: str, message: str, cls: type[KodyError] = InvalidInput) -> KodyError:
-    return cls(message, details={"field": field})
-
-
-# --- deletion fence -----------------------------------------------------------------------------
-
-
-# The one "account is being deleted" check lives in apps.accounts.policy; kept here by name
-# because the identity services and their tests call it as identity.assert_can_mutate.
-assert_can_mutate = policy.assert_can_mutate
-
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def refuses_deleting(fn: Callable[P, R]) -> Callable[P, R]:
-    """Decorator for service functions whose first argument is the acting user."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        user = args[0] if args else kwargs.get("user")
-        if not isinstance(user, User):
-            raise TypeError(f"{fn.__name__} needs the acting user as its first argument")
-        assert_can_mutate(user)
-        return fn(*args, **kwargs)
-
-    return wrapper
-
-
-def _lock_user(user_id: int) -> User:
-    user = User.objects.select_for_update().get(pk=user_id)
-    if policy.is_deleting(user):
-        raise AccountDeleting()
-    return user
 
 
 # --- verification mail outcome -----------------------------------------------------------------
@@ -152,77 +98,6 @@ def _record_verification_mail(user_id: int) -> Callable[[Exception | None], None
         )
 
     return record
-
-
-# --- validation ---------------------------------------------------------------------------------
-
-
-def clean_email(email: str, field: str = "email") -> str:
-    email = normalize_email(email or "")
-    try:
-        validate_email(email)
-    except ValidationError:
-        raise _field_error(field, "Enter a valid email address.") from None
-    if len(email) > 320:
-        raise _field_error(field, "That email address is too long.")
-    return email
-
-
-def clean_username(username: str) -> str:
-    username = (username or "").strip().lower()
-    problem = usernames.format_error(username)
-    if problem:
-        raise _field_error("username", problem)
-    if usernames.is_reserved(username):
-        raise _field_error("username", "That username is reserved.", UsernameReserved)
-    return username
-
-
-def clean_password(password: str, user: User, field: str = "password") -> None:
-    try:
-        validate_password(password, user=user)
-    except ValidationError as exc:
-        raise _field_error(field, " ".join(exc.messages)) from None
-
-
-def _claimed_by_other(email: str, user_id: int | None) -> bool:
-    claims = UserEmailClaim.objects.filter(email=email, status=EmailClaimStatus.CLAIMED)
-    if user_id is not None:
-        claims = claims.exclude(user_id=user_id)
-    return claims.exists()
-
-
-def _mint_stable_user_id(email: str) -> str:
-    candidate = stable_user_id_for(email)
-    # The implicit id belongs to an account that has since moved to another address: never
-    # remint it; give the new account a fresh id of the same shape. Nor an id whose per-user
-    # schema name (its first characters, kody.userschema.naming) an account or a schema here
-    # already has: two people can never share a schema, whatever the odds.
-    while _id_taken(candidate):
-        candidate = hashlib.sha256(f"{email}\n{secrets.token_hex(16)}".encode()).hexdigest()
-    return candidate
-
-
-def _id_taken(candidate: str) -> bool:
-    from kody.userschema.models import UserSchema
-    from kody.userschema.naming import DIGEST_CHARS, schema_name_for
-
-    prefix = candidate[:DIGEST_CHARS]
-    # Every 64-hex id with this prefix sorts between these two: a range the unique index serves.
-    low, high = prefix.ljust(64, "0"), prefix.ljust(64, "f")
-    return (
-        User.objects.filter(stable_user_id__gte=low, stable_user_id__lte=high).exists()
-        or UserSchema.objects.filter(schema_name=schema_name_for(candidate)).exists()
-    )
-
-
-def _claim(user: User, email: str) -> None:
-    UserEmailClaim.objects.update_or_create(
-        user=user,
-        email=email,
-        defaults={"status": EmailClaimStatus.CLAIMED, "released_at": None},
-        create_defaults={"status": EmailClaimStatus.CLAIMED},
-    )
 
 
 # --- signup and verification --------------------------------------------------------------------
@@ -593,86 +468,7 @@ def confirm_claim_release(token: str, *, ip: str | None = None) -> None:
     )
 
 
-# --- login and preferences ----------------------------------------------------------------------
-
-
-def _login_keys(account: User | None, ident: str, ip: str | None) -> list[tuple[str, int]]:
-    """The budgets one attempt draws on: the account (however it was named, or the identifier
-    when no account matches) and the client IP (however many accounts it tries)."""
-    who = f"account:{account.pk}" if account is not None else f"identifier:{ident}"
-    keys = [("identity:login-fail:" + audit.keyed_hash(who), LOGIN_MAX_FAILURES)]
-    if ip:
-        keys.append(("identity:login-fail:" + audit.keyed_hash(f"ip:{ip}"), LOGIN_MAX_IP_FAILURES))
-    return keys
-
-
-def _failures(key: str) -> int:
-    try:
-        return int(cache.get(key) or 0)
-    except Exception:  # noqa: BLE001 — fail open on a cache outage; the password check still runs
-        logger.warning("login rate-limit cache unavailable")
-        return 0
-
-
-def _count_failure(key: str) -> None:
-    try:
-        cache.add(key, 0, timeout=LOGIN_WINDOW_SECONDS)
-        cache.incr(key)
-    except Exception:  # noqa: BLE001
-        logger.warning("login rate-limit cache unavailable")
-
-
-def authenticate_login(
-    identifier: str, password: str, *, ip: str | None = None, path: str | None = None
-) -> User:
-    """Check credentials (username or email) under a per-account and a per-IP failure budget.
-
-    The one sign-in check for the account UI and ``/admin/login/``; every outcome is audited.
-    """
-    ident = identifier.strip().lower()
-    account = User.objects.filter(
-        models.Q(email=ident) if "@" in ident else models.Q(username__iexact=ident)
-    ).first()
-    email = account.email if account else (ident if "@" in ident else None)
-    keys = _login_keys(account, ident, ip)
-
-    def refuse(result: str, reason: str | None) -> None:
-        audit.record(
-            category="auth",
-            action="login",
-            result=result,
-            email=email,
-            ip=ip,
-            path=path,
-            reason=reason,
-        )
-
-    if any(_failures(key) >= limit for key, limit in keys):
-        refuse("rate_limited", None)
-        raise RateLimited("Too many failed sign-in attempts. Wait 15 minutes and try again.")
-    # Unknown identifiers still go through authenticate(), which runs a dummy hash so response
-    # time does not reveal whether the account exists.
-    user = authenticate(username=account.username if account else ident, password=password)
-    if user is None:
-        for key, _ in keys:
-            _count_failure(key)
-        refuse("failure", "invalid_credentials")
-        raise InvalidCredentials("That email/username and password do not match.")
-    if policy.is_deleting(user):
-        refuse("failure", "account_deleting")
-        raise AccountDeleting("This account is being deleted.")
-    if not policy.may_act(user):
-        refuse("failure", "account_suspended")
-        raise AccountSuspended()
-    cache.delete(keys[0][0])
-    audit.record(
-        category="auth", action="login", result="success", email=user.email, ip=ip, path=path
-    )
-    return user
-
-
-def record_logout(user: User, *, ip: str | None = None) -> None:
-    audit.record(category="auth", action="logout", result="success", email=user.email, ip=ip)
+# --- preferences ----------------------------------------------------------------------------
 
 
 @refuses_deleting

@@ -32,6 +32,7 @@ from typing import Any
 from apps.entitlements import services as entitlements
 from apps.entitlements.plans import limit_for
 from apps.entitlements.services.enforcement import utc_day
+from apps.mailbox import system_mail
 from apps.mailbox.actor import Mailbox
 from apps.mailbox.services import blobstore, bounds, inboxes, mime, routing, sender_rules
 from kody.blobs.keys import email_raw_key
@@ -85,10 +86,7 @@ def deliver(
         envelope_from = bounds.capped(bounds.storable(envelope_from))
     route = routing.resolve(recipient)
     if route.kind == "system":
-        # Imported here: system mail reuses this module's Outcome and InboundRetry.
-        from apps.system_email.services import inbound as system_inbound
-
-        return system_inbound.deliver(raw, route.base_local, delivery_id, envelope_from)
+        return system_mail.handler().deliver(raw, route.base_local, delivery_id, envelope_from)
     if route.kind != "user" or route.user is None:
         return Outcome("rejected", reason="unknown_recipient")
     return _deliver_to_user(raw, route.user, delivery_id, envelope_from)

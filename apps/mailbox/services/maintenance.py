@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.services.lookup import account_by_stable_id
 from apps.mailbox import models as pm
+from apps.mailbox import system_mail
 from apps.mailbox.actor import Mailbox
-from apps.system_email import models as sm
 from kody.blobs.keys import email_raw_prefix
 
 
@@ -39,18 +38,7 @@ def status(user_id: str | None = None) -> dict[str, Any]:
             due_at__lte=timezone.now()
         ).count(),
         "deliveryAlertEvents": pm.EmailDeliveryAlertEvent.objects.count(),
-        "systemEmail": {
-            "threads": sm.SystemEmailThread.objects.count(),
-            "messages": sm.SystemEmailMessage.objects.count(),
-            "attachments": sm.SystemEmailAttachment.objects.count(),
-            "deliveryEvents": sm.SystemEmailDeliveryEvent.objects.count(),
-            "invalidReferences": sm.SystemEmailMessage.objects.filter(raw_mime_key__isnull=False)
-            .filter(~Q(raw_mime_key__startswith=system_prefix))
-            .count(),
-            "providerLinks": sm.SystemEmailMessage.objects.filter(
-                provider_message_id__isnull=False
-            ).count(),
-        },
+        "systemEmail": system_mail.handler().status(system_prefix),
     }
     if user_id:
         report["mailbox"] = Mailbox.call(_owner(user_id), "count")

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from apps.jobs.models import Job
-from apps.packages.models import SavedPackage
 from apps.packages.services import memories, search_index, vector_kinds
 from kody.capabilities import Capability, Context, all_capabilities, visible_to
 from kody.embeddings import embed
@@ -73,44 +71,23 @@ def search(
     if domain in (None, "meta"):
         for hit in memories.rank(ctx.user_id, query, limit=limit):
             results.append(Result(hit.score, _memory_json(hit)))
-    for kind, shown in (("job", "jobs"), ("package", "packages")):
-        if domain in (None, shown):
-            results += _owned(kind, ctx.user_id, vector, limit)
+    for kind in vector_kinds.searchable(domain):
+        results += _owned(kind, ctx.user_id, vector, limit)
     results.sort(key=lambda r: -r.score)
     return [r.body for r in results[:limit]]
 
 
-def _owned(kind: str, user_id: str, vector: list[float], limit: int) -> list[Result]:
+def _owned(kind: vector_kinds.Kind, user_id: str, vector: list[float], limit: int) -> list[Result]:
     hits = vector_kinds.nearest_owned(
-        vector_kinds.KINDS[kind],
-        user_id,
-        vector,
-        limit=limit,
-        min_score=memories.MIN_SEMANTIC_SCORE,
+        kind, user_id, vector, limit=limit, min_score=memories.MIN_SEMANTIC_SCORE
     )
     results = []
     for row, score in hits:
-        if kind == "package" and row.hidden:
-            continue  # hidden packages stay out of ranked search (seed 000)
         weighted = memories.SEMANTIC_WEIGHT * score
-        body = _job_json(row, weighted) if kind == "job" else _package_json(row, weighted)
-        results.append(Result(weighted, body))
+        body = kind.hit(row, weighted) if kind.hit else None
+        if body is not None:
+            results.append(Result(weighted, body))
     return results
-
-
-def _job_json(job: Job, score: float) -> dict[str, Any]:
-    return {"type": "job", "id": job.id, "name": job.name, "score": round(score, 4)}
-
-
-def _package_json(package: SavedPackage, score: float) -> dict[str, Any]:
-    return {
-        "type": "package",
-        "id": package.id,
-        "name": package.name,
-        "kodyId": package.kody_id,
-        "description": package.description,
-        "score": round(score, 4),
-    }
 
 
 def _capability_json(cap: Capability, score: float) -> dict[str, Any]:

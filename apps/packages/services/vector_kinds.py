@@ -11,6 +11,10 @@ the owner's namespace (their stable user id):
 
 Changing what a kind embeds or its metadata means bumping
 ``search_index.FINGERPRINT_VERSION`` and running ``manage.py reindex``.
+
+Each kind registers itself with ``register`` from the app that owns its rows: memories and
+packages here, jobs from ``apps.jobs.vectors`` (jobs is built on this app, so this module
+never imports it).
 """
 
 from __future__ import annotations
@@ -23,8 +27,6 @@ from typing import Any
 from django.db import models
 
 from apps.accounts.models import User
-from apps.jobs.models import Job
-from apps.jobs.schedules import describe
 from apps.packages.models import McpMemory, SavedPackage
 from apps.packages.models.mcp import MemoryStatus
 from apps.packages.services import search_index
@@ -38,6 +40,10 @@ class Kind:
     name: str  # the metadata kind, the vector id prefix, ``reindex --kind``
     model: type[models.Model]  # rows with ``id`` and ``user_id``
     doc: Callable[[Any], Doc | None]  # None: this row should have no vector
+    # The builtin ``search``'s domain for this kind's hits (None: not searched as a kind),
+    # and a hit's JSON from its row and weighted score (None: the row stays out of search).
+    search_domain: str | None = None
+    hit: Callable[[Any, float], dict[str, Any] | None] | None = None
 
     def vector_id(self, source_id: str) -> str:
         return vector_id(self.name, source_id)
@@ -47,7 +53,8 @@ class Kind:
         return rows.filter(user_id=user_id) if user_id else rows
 
 
-def _text(*parts: str) -> str:
+def doc_text(*parts: str) -> str:
+    """A doc's text: its non-empty parts, one a line."""
     return "\n".join(p for p in parts if p)
 
 
@@ -57,19 +64,12 @@ def memory_doc(memory: McpMemory) -> Doc | None:
     metadata: dict[str, Any] = {"kind": "memory", "userId": memory.user_id, "status": memory.status}
     if memory.category:
         metadata["category"] = memory.category
-    text = _text(memory.subject, memory.summary, memory.details, " ".join(memory.tags_json))
+    text = doc_text(memory.subject, memory.summary, memory.details, " ".join(memory.tags_json))
     return Doc(memory.user_id, vector_id("memory", memory.id), text, metadata)
 
 
-def job_doc(job: Job) -> Doc:
-    target = (job.params_json or {}).get("target") or {}
-    what = target.get("capability") or target.get("package") or ""
-    text = _text(job.name, f"runs {what}" if what else "", describe(job.schedule_json or {}))
-    return Doc(job.user_id, vector_id("job", job.id), text, {"kind": "job", "userId": job.user_id})
-
-
 def package_doc(package: SavedPackage) -> Doc:
-    text = _text(
+    text = doc_text(
         package.name,
         package.kody_id,
         package.description,
@@ -80,14 +80,40 @@ def package_doc(package: SavedPackage) -> Doc:
     return Doc(package.user_id, vector_id("package", package.id), text, metadata)
 
 
-KINDS: dict[str, Kind] = {
-    k.name: k
-    for k in (
-        Kind("memory", McpMemory, memory_doc),
-        Kind("job", Job, job_doc),
-        Kind("package", SavedPackage, package_doc),
-    )
-}
+def package_hit(package: SavedPackage, score: float) -> dict[str, Any] | None:
+    if package.hidden:
+        return None  # hidden packages stay out of ranked search (seed 000)
+    return {
+        "type": "package",
+        "id": package.id,
+        "name": package.name,
+        "kodyId": package.kody_id,
+        "description": package.description,
+        "score": round(score, 4),
+    }
+
+
+# name -> kind, in the order they registered.
+KINDS: dict[str, Kind] = {}
+
+
+def register(kind: Kind) -> Kind:
+    KINDS[kind.name] = kind
+    return kind
+
+
+def searchable(domain: str | None) -> list[Kind]:
+    """The kinds the builtin ``search`` ranks as owned rows (all of them when ``domain`` is
+    None, else the one with that domain)."""
+    return [
+        kind
+        for kind in KINDS.values()
+        if kind.search_domain and domain in (None, kind.search_domain)
+    ]
+
+
+register(Kind("memory", McpMemory, memory_doc))
+register(Kind("package", SavedPackage, package_doc, "packages", package_hit))
 
 
 def index_rows(kind: Kind, rows: Sequence[Any], *, force: bool = False) -> SyncResult:

@@ -1,6 +1,6 @@
 """Where the queue's CPU goes: one queue row, CPU time per process kind per call.
 
-    python benchmarks/queue_cpu.py [--users 64] [--procs 4] [--threads 16] [--seconds 5]
+    python benchmarks/profile/queue_cpu.py [--users 64] [--procs 4] [--threads 16] [--seconds 5]
         [--py-spy DIR]
 
 Starts the shard workers the way ``actors.py`` does, runs ``UserMeter.consume`` from
@@ -17,29 +17,23 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
-from _accounts import live_account_ids
-from _harness import cpu_seconds, setup_django, shard_worker
-from actors import DAY, LIMIT, closed_loop_procs, meter_call, mixed_call
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for its helpers
 
-
-def children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(p) for p in out.split()]
-
-
-def postgres_pids() -> list[int]:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_postmaster_start_time()")
-        cursor.execute("SELECT setting FROM pg_settings WHERE name = 'data_directory'")
-        data = cursor.fetchone()[0]
-    pid = int(Path(data, "postmaster.pid").read_text().split()[0])
-    return [pid, *children(pid)]
+from _accounts import live_account_ids  # noqa: E402
+from _harness import (  # noqa: E402
+    children,
+    cpu_seconds,
+    postgres_pids,
+    redis_pid,
+    setup_django,
+    shard_worker,
+)
+from actors import DAY, LIMIT, closed_loop_procs, meter_call, mixed_call  # noqa: E402
 
 
 def postgres_role(pid: int) -> str:
@@ -65,13 +59,6 @@ def redis_commands() -> dict[str, int]:
 
     stats = transport.client().info("commandstats")
     return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
-
-
-def redis_pid() -> int | None:
-    from kody.actors import transport
-
-    info = transport.client().info("server")
-    return int(info["process_id"])
 
 
 def main() -> None:

@@ -1,10 +1,15 @@
 """Where a restore's time goes: per-statement timings of restoring hibernated users.
 
-    python benchmarks/restore_profile.py [--users 20] [--rows 1000] [--padding 0]
+    python benchmarks/profile/restore_profile.py [--users 20] [--rows 1000] [--padding 0]
 
 ``--padding N`` first creates N more user schemas (the catalog a real fleet has)."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for its helpers
 
 import argparse
 import os

@@ -12,10 +12,15 @@ ratio to the baseline (inline, default WordLlama) measured in the same run:
 It also prints WordLlama's p50 for a one-text call, which ``KODY_EMBED_MODE=auto`` compares
 with ``KODY_EMBED_INLINE_BUDGET_MS``.
 
-    .venv/bin/python benchmarks/index_debt.py --writes 60
+    .venv/bin/python benchmarks/profile/index_debt.py --writes 60
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for its helpers
 
 import argparse
 import time
