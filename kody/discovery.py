@@ -2,7 +2,7 @@
 
 One call, from ``KodyConfig.ready()``: each installed app's ``actor`` package (actor classes
 and per-user models), ``lanes``, ``capabilities`` and ``import_rules`` (what an imported
-account row may not bring, ``apps.accounts.export.rules``) modules. A module that fails to import
+account row may not bring, ``apps.accounts.importing``) modules. A module that fails to import
 fails start-up with its own traceback; nothing is skipped quietly and found missing later.
 """
 

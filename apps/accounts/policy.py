@@ -15,6 +15,10 @@ answers without importing this app. Two questions, one function each:
 The leases live in the UserMeter, which belongs to entitlements, an app built on this one.
 So entitlements registers its lease keeper here when it loads (``register_write_leases``)
 and this module never imports it: accounts stays below every app that reads accounts.
+
+* ``count_limit(user, resource)``: the plan's count limit for ``resource`` held atomically
+  around an insert (entitlements' ``count_limit``, registered the same way), so an app below
+  entitlements (packages) enforces jobs, secrets, packages and repos without importing it.
 """
 
 from __future__ import annotations
@@ -54,6 +58,22 @@ _leases: list[WriteLeases] = []
 def register_write_leases(keeper: WriteLeases) -> None:
     """Name the one keeper of write leases (entitlements does, in its ``ready()``)."""
     _leases[:] = [keeper]
+
+
+_count_limits: list[Any] = []
+
+
+def register_count_limits(count_limit: Any) -> None:
+    """Name the one keeper of plan count limits (entitlements does, in its ``ready()``)."""
+    _count_limits[:] = [count_limit]
+
+
+def count_limit(user: Any, resource: str) -> Any:
+    """``with count_limit(user, "secrets") as slot: slot.take(n); ...insert...`` — the
+    registered keeper's context manager (entitlements' ``count_limit``)."""
+    if not _count_limits:
+        raise ImproperlyConfigured("no count-limit keeper registered (is entitlements installed?)")
+    return _count_limits[0](user, resource)
 
 
 def _write_leases() -> WriteLeases:

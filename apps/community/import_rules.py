@@ -1,11 +1,11 @@
-"""What imported community rows may not bring (``apps.accounts.export.rules``): trust and
+"""What imported community rows may not bring (``apps.accounts.importing``): trust and
 featuring are the old instance's moderators' decisions, so a listing arrives without them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from apps.accounts.export.rules import ImportContext, import_rule
+from apps.accounts.importing import ImportContext, import_rule
 
 
 @import_rule("community_listings")

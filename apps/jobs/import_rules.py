@@ -1,4 +1,4 @@
-"""What an imported job may not bring (``apps.accounts.export.rules``).
+"""What an imported job may not bring (``apps.accounts.importing``).
 
 A job runs with the grant of the token that scheduled it; that token belongs to the old
 instance and is never exported. So an imported job arrives disabled, with an empty grant
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.accounts.export.archive import ImportRefused
-from apps.accounts.export.rules import ImportContext, import_rule
+from apps.accounts.importing import ImportContext, ImportRefused, import_rule
 from apps.jobs import schedules, targets
 from kody.errors import InvalidInput
 

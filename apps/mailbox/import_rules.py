@@ -1,4 +1,4 @@
-"""What imported mail settings may not bring (``apps.accounts.export.rules``).
+"""What imported mail settings may not bring (``apps.accounts.importing``).
 
 A sender identity is permission to send as an address. Nothing in an archive proves the
 address here: the account's own platform address is provisioned verified again on first use
@@ -14,8 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from apps.accounts.export.archive import ImportRefused
-from apps.accounts.export.rules import ImportContext, import_rule
+from apps.accounts.importing import ImportContext, ImportRefused, import_rule
 from apps.mailbox.services.routing import base_local
 
 

@@ -1,4 +1,4 @@
-"""What imported package rows may not bring (``apps.accounts.export.rules``).
+"""What imported package rows may not bring (``apps.accounts.importing``).
 
 A row that names a KV or blob key gets the key its builder makes from the row's own ids;
 a key in the archive that differs from it refuses the import (it could name another
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.accounts.export.archive import ImportRefused
-from apps.accounts.export.rules import ImportContext, import_rule
+from apps.accounts.importing import ImportContext, ImportRefused, import_rule
 from kody.kv import keys
 
 

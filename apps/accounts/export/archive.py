@@ -20,18 +20,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from apps.accounts.export.service import SCHEMA_VERSION
-from kody.errors import KodyError
+from apps.accounts.importing import ImportRefused
 
 STABLE_ID = re.compile(r"^[0-9a-f]{64}$")
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 SUMS = "SHA256SUMS"
 # A manifest or a row file this large is not an export of one account.
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
-
-
-class ImportRefused(KodyError):
-    code = "import_refused"
-    status = 400
 
 
 @dataclass

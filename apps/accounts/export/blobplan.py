@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from apps.accounts.export.archive import Archive, ImportRefused
-from apps.accounts.export.rules import ImportContext
+from apps.accounts.importing import ImportContext
 from kody import blobs
 from kody.blobs.keys import InvalidBlobKey
 

@@ -33,7 +33,6 @@ from django.utils import timezone
 
 from apps.accounts.export import blobplan
 from apps.accounts.export.archive import Archive, ImportRefused, open_archive
-from apps.accounts.export.rules import ImportContext
 from apps.accounts.export.service import actor_sections, exported_tables
 from apps.accounts.export.trust import (
     NOT_IMPORTED,
@@ -43,6 +42,7 @@ from apps.accounts.export.trust import (
     names_existing_accounts,
     plan_table,
 )
+from apps.accounts.importing import ImportContext
 from apps.accounts.models import User
 from apps.accounts.ownership import model_for_table
 from apps.accounts.surfaces import TableTarget

@@ -34,8 +34,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from apps.accounts.export.archive import STABLE_ID, ImportRefused
-from apps.accounts.export.rules import ImportContext, rule_for
 from apps.accounts.export.service import REDACTED
+from apps.accounts.importing import ImportContext, rule_for
 from apps.accounts.models import User
 from apps.accounts.ownership import model_for_table
 from apps.accounts.surfaces import USER_TABLE_TARGETS, Match, TableTarget

@@ -24,8 +24,8 @@ from urllib.parse import urlencode
 from django.db import transaction
 from django.utils import timezone
 
+from apps.accounts import policy
 from apps.community.models import CommunityFork
-from apps.entitlements.services import count_limit
 from apps.packages.models import SavedPackage, SecretBucket, SecretEntry
 from apps.packages.models.secrets import SecretScope
 from apps.packages.services import crypto
@@ -110,7 +110,7 @@ def set_many(
         raise InvalidInput("Each name may appear once.", details={"field": "secrets"})
     # The plan's secrets limit counts every entry of the user: the new names are counted and
     # saved under the owner's count lock, so parallel saves cannot pass it together.
-    with transaction.atomic(), count_limit(user_id, "secrets") as slot:
+    with transaction.atomic(), policy.count_limit(user_id, "secrets") as slot:
         bucket, _ = SecretBucket.objects.get_or_create(
             user_id=user_id, scope=scope, binding_key=key
         )
