@@ -151,8 +151,11 @@ def _verdict(overlay: object, current: dict, old: bytes, new: bytes, name: bytes
         return b"missing objects"
     if is_branch and not isinstance(obj, Commit):
         return b"a branch must point at a commit"
-    if is_branch and obj.tree not in overlay:  # type: ignore[operator]
-        return b"missing objects"
+    if is_branch:
+        try:
+            overlay[obj.tree]  # type: ignore[index,attr-defined]
+        except KeyError:  # (dulwich's overlay ``in`` misses packed objects, so look it up)
+            return b"missing objects"
     if old != ZERO:
         if is_tag:
             return b"tags cannot be moved"
