@@ -27,15 +27,13 @@ from dulwich.pack import (
 )
 
 from kody.blobs import bucket, delete_keys, list_prefix
-from kody.blobs.keys import InvalidBlobKey
+from kody.blobs.keys import source_repo_prefix
 
 BUCKET = "source_repos"
 
 
 def repo_prefix(repo_id: str) -> str:
-    if not repo_id or "/" in repo_id or ".." in repo_id:
-        raise InvalidBlobKey(f"invalid repo id for a blob key: {repo_id!r}")
-    return f"{repo_id}/"
+    return source_repo_prefix(repo_id)
 
 
 class BucketObjectStore(BucketBasedObjectStore):
