@@ -202,3 +202,46 @@ def test_owner_deletes_a_package_and_nothing_of_it_remains(as_owner):
     from kody.blobs import list_prefix
 
     assert list(list_prefix("source_repos", f"{source.repo_id}/")) == []
+
+
+def test_a_pushed_repo_is_promoted_to_a_package(as_owner, owner):
+    from apps.packages.services.git import Author, commit_files, move_refs
+
+    repo = as_owner.call("repoCreate", name="greeter")["repo"]
+    source = EntitySource.objects.get(id=repo["sourceId"])
+    error = as_owner.error("repoPromoteToPackage", 422, repoId=repo["id"])
+    assert error["details"]["failed"][0]["name"] == "head"
+    data = {path: text.encode() for path, text in files().items()}
+    sha = commit_files(source.repo_id, data, parent=None, message="m", author=Author("a", "a@b"))
+    move_refs(source.repo_id, [("refs/heads/main", None, sha)])
+
+    promoted = as_owner.call("repoPromoteToPackage", repoId=repo["id"])["package"]
+    assert promoted["sourceId"] == repo["sourceId"] and promoted["publishedCommit"] == sha
+    source.refresh_from_db()
+    assert (source.entity_kind, source.entity_id) == ("package", promoted["id"])
+    assert as_owner.call("repoList")["repos"] == []
+    assert (
+        as_owner.call("packageGet", packageId=promoted["id"])["package"]["name"] == "@ada/greeter"
+    )
+
+
+def test_subscriptions_and_invocation_tokens_are_the_owners_only(as_owner, as_outsider, owner):
+    from tests.packages.factories import (
+        EntitySourceArtifactsPushSubscriptionFactory,
+        PackageInvocationTokenFactory,
+    )
+
+    package = as_owner.call("packageSave", files=files())["package"]
+    EntitySourceArtifactsPushSubscriptionFactory(
+        source_id=package["sourceId"], user_id=owner.stable_user_id, repo_id="r-1"
+    )
+    token = PackageInvocationTokenFactory(user_id=owner.stable_user_id, package_id=package["id"])
+    subs = as_owner.call("packageSubscriptionsList")["subscriptions"]
+    assert [s["sourceId"] for s in subs] == [package["sourceId"]]
+    listed = as_owner.call("packageInvocationTokenList", packageId=package["id"])["tokens"]
+    assert [t["id"] for t in listed] == [token.id] and "tokenHash" not in listed[0]
+    assert as_owner.call("packageInvocationTokenGet", tokenId=token.id)["token"]["id"] == token.id
+
+    assert as_outsider.call("packageSubscriptionsList")["subscriptions"] == []
+    assert as_outsider.call("packageInvocationTokenList")["tokens"] == []
+    as_outsider.error("packageInvocationTokenGet", 404, tokenId=token.id)
