@@ -19,18 +19,19 @@ from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from dulwich.protocol import ReceivableProtocol
-from dulwich.server import Backend, UploadPackHandler
+from dulwich.server import Backend
 
 from apps.packages.models import EntitySource
 from apps.packages.models.gitstore import RepoTokenAccess
 from apps.packages.services import repo_tokens
 from apps.packages.services.git.receive import MAX_PACK_BYTES, GuardedReceivePack
 from apps.packages.services.git.repo import SourceRepo
+from apps.packages.services.git.upload import ReusingUploadPack
 from kody.callers import account_policy
 
 log = logging.getLogger(__name__)
 
-SERVICES = {"git-upload-pack": UploadPackHandler, "git-receive-pack": GuardedReceivePack}
+SERVICES = {"git-upload-pack": ReusingUploadPack, "git-receive-pack": GuardedReceivePack}
 # Headroom over the pack limit for the ref commands in front of it.
 MAX_BODY_BYTES = MAX_PACK_BYTES + (1 << 20)
 

@@ -109,17 +109,25 @@ def test_clone_commit_push_and_clone_again(owner, git, tmp_path):
         subprocess.run(line, shell=True, cwd=tmp_path, env=git.env, check=True, capture_output=True)
     work = tmp_path / "notes"
     assert git("config", "user.email", cwd=work).strip() == owner.email
-    commit(git, work, "a.txt", "one\n", "first")
+    commit(git, work, "a.txt", "one\n" * 500, "first")
     git("push", "-q", "origin", "HEAD:main", cwd=work)
-    commit(git, work, "b.txt", "two\n", "second")
+    _, reader = repo_tokens.mint(source, "read")
+    git("-c", auth(reader), "clone", "-q", remote["remote"], "copy")
+    copy = tmp_path / "copy"
+    assert (copy / "a.txt").read_text() == "one\n" * 500
+
+    commit(git, work, "a.txt", "one\n" * 500 + "more\n", "second")  # a delta on the wire
+    commit(git, work, "b.txt", "two\n", "third")
     git("push", "-q", "origin", "HEAD:main", cwd=work)
     pushed = git("rev-parse", "HEAD", cwd=work).strip()
     assert read_refs(source.repo_id) == {"refs/heads/main": pushed}
 
-    _, reader = repo_tokens.mint(source, "read")
-    git("-c", auth(reader), "clone", "-q", remote["remote"], "copy")
-    assert (tmp_path / "copy" / "b.txt").read_text() == "two\n"
-    assert git("rev-parse", "HEAD", cwd=tmp_path / "copy").strip() == pushed
+    git("-c", auth(reader), "pull", "-q", "--ff-only", cwd=copy)  # an incremental fetch
+    assert git("rev-parse", "HEAD", cwd=copy).strip() == pushed
+    assert (copy / "b.txt").read_text() == "two\n"
+    git("-c", auth(reader), "clone", "-q", remote["remote"], "fresh")
+    git("fsck", "--full", cwd=tmp_path / "fresh")
+    assert git("rev-parse", "HEAD", cwd=tmp_path / "fresh").strip() == pushed
 
 
 def _pushed_repo(owner, git, tmp_path):
