@@ -245,3 +245,20 @@ def test_subscriptions_and_invocation_tokens_are_the_owners_only(as_owner, as_ou
     assert as_outsider.call("packageSubscriptionsList")["subscriptions"] == []
     assert as_outsider.call("packageInvocationTokenList")["tokens"] == []
     as_outsider.error("packageInvocationTokenGet", 404, tokenId=token.id)
+
+
+def test_a_published_package_is_found_by_search_until_hidden(as_owner, as_outsider):
+    package = as_owner.call("packageSave", files=files())["package"]
+    query = "a package that greets people politely"
+
+    def found(agent) -> list[str]:
+        results = agent.call("search", query=query, limit=50)["results"]
+        return [r["id"] for r in results if r.get("type") == "package"]
+
+    assert package["id"] in found(as_owner)
+    assert package["id"] not in found(as_outsider)
+    as_owner.call("packageUpdate", packageId=package["id"], hidden=True)
+    assert package["id"] not in found(as_owner)
+    assert as_owner.call("packageGet", packageId=package["id"])["package"]["hidden"] is True
+    error = as_owner.error("packageUpdate", 403, packageId=package["id"], locked=False)
+    assert error["code"] == "forbidden"
