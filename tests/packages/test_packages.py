@@ -77,6 +77,10 @@ def test_an_update_publishes_a_descendant_commit(as_owner):
             "imports",
         ),
         ({"mod.ts": 'import { y } from "kody:@ada/missing";\nexport const x = y;\n'}, "imports"),
+        (
+            {"mod.ts": 'import x from "https://example.com/x.ts";\nexport const y = x;\n'},
+            "typecheck",
+        ),
     ],
 )
 def test_a_failing_check_changes_nothing(as_owner, broken, failed):
