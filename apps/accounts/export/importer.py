@@ -328,6 +328,9 @@ def import_actor_state(archive: Archive, user: User, report: ImportReport) -> No
         name = entry.get("section") if isinstance(entry, dict) else None
         if name in (None, "d1_table", "r2_object", "durable_object_summaries"):
             continue
+        if name == "artifact_repos":
+            import_repos(archive, user, report)
+            continue
         surface = sections.get(name)
         if surface is None or surface.import_page is None:
             why = surface.import_note if surface is not None else "unknown to this instance"
@@ -339,3 +342,30 @@ def import_actor_state(archive: Archive, user: User, report: ImportReport) -> No
             for table, count in answer.get("imported", {}).items():
                 key = f"{name}.{table}"
                 report.rows[key] = report.rows.get(key, 0) + int(count)
+
+
+def import_repos(archive: Archive, user: User, report: ImportReport) -> None:
+    """Each repo's git bundle into the imported account's repo of that id. A bundle for a
+    repo the account's imported ``entity_sources`` do not name refuses the import (it could
+    pour objects into someone else's repo); a repo that already has refs was restored by an
+    earlier run (``--resume``) and is left as it is."""
+    # The account lifecycle sits above packages; imported here, where repos are restored.
+    from apps.packages.models import EntitySource
+    from apps.packages.services.git import read_refs
+    from apps.packages.services.git.bundles import import_bundle
+
+    owned = set(
+        EntitySource.objects.filter(user_id=user.stable_user_id).values_list("repo_id", flat=True)
+    )
+    for row in archive.pages("artifact_repos"):
+        bundle, repo_id = row.get("bundle"), row.get("repoId")
+        if not bundle:
+            continue
+        if repo_id not in owned:
+            raise ImportRefused("an artifact_repos bundle names a repo that is not the account's")
+        if bundle not in archive.files:
+            raise ImportRefused(f"{str(bundle)[:200]} is not listed in the export")
+        if read_refs(repo_id):
+            continue
+        import_bundle(repo_id, archive.root / bundle)
+        report.rows["artifact_repos"] = report.rows.get("artifact_repos", 0) + 1
