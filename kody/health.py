@@ -142,7 +142,7 @@ def queues() -> Section:
     return {
         "shards": [each.row() for each in shards],
         "celery": celery,
-        # Calls on shards beyond the count, which no worker drains (ADR 0041): the operator
+        # Calls on shards beyond the count, which no worker drains: the operator
         # moves them with ``manage.py move_stranded_shards``.
         "stranded": [each.row() for each in reshard.stranded(client)],
     }

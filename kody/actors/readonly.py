@@ -1,4 +1,4 @@
-"""Reads beside the writer: how a ``@reads`` method runs (ADR 0030).
+"""Reads beside the writer: how a ``@reads`` method runs.
 
 An actor is its user's single *writer*; nothing requires its reads to wait in the writer's
 queue. A method marked ``@reads`` runs on the caller's own connection:

@@ -2,7 +2,7 @@
 their users now.
 
 Design note. A user's shard is ``shard_for(user_id)``, the hash modulo the shard count, so
-lowering the count (ADR 0041) leaves shards no worker drains any more. Anything still on them
+lowering the count leaves shards no worker drains any more. Anything still on them
 — calls queued, calls a consumer took and never answered (its in-flight list) — would wait
 there for ever. ``stranded()`` finds them: every shard the database has an epoch row for
 (each shard that was ever consumed has one) plus every shard number below ``PROBED``, at or

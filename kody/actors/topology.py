@@ -22,7 +22,7 @@ def shard_groups(shards: int, processes: int) -> list[list[int]]:
 def worker_processes() -> int:
     """Shard-worker processes to start: ``KODY_ACTOR_WORKER_PROCESSES``, or one per CPU when
     it is 0 (the default); never more than there are shards. Each process has its own GIL, so
-    its consumer threads' Python no longer queues behind another shard's (ADR 0029)."""
+    its consumer threads' Python no longer queues behind another shard's."""
     wanted = settings.KODY_ACTOR_WORKER_PROCESSES or os.cpu_count() or 1
     return max(1, min(wanted, settings.KODY_ACTOR_SHARDS))
 

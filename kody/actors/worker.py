@@ -463,7 +463,7 @@ class ShardDrain(bootsteps.StartStopStep):
 
 
 def _warn_stranded() -> None:
-    """Say so, loudly, when calls sit on shards beyond the count (ADR 0041): no worker drains
+    """Say so, loudly, when calls sit on shards beyond the count: no worker drains
     them until an operator moves them."""
     from django.db import connection
 

@@ -6,7 +6,7 @@
 * A row whose name code no longer declares, or declares with ``retire()``, is retired: shown
   in the admin, never run, and it cannot be resumed into running.
 * Skipping does not claim the lane's window, so a lane resumed after missing its hourly or
-  daily window is caught up on the next tick (ADR 0007's missed-window rule).
+  daily window is caught up on the next tick.
 """
 
 from __future__ import annotations

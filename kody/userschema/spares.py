@@ -1,6 +1,6 @@
 """Spare schemas: a restore renames a pre-built empty schema instead of running the DDL.
 
-Design note (ADR 0024). Rebuilding a user's tables is most of a restore: a dozen CREATE TABLEs
+Design note. Rebuilding a user's tables is most of a restore: a dozen CREATE TABLEs
 (each with its primary key, TOAST table and indexes) cost ~15-25 ms of catalog writes, against
 ~1 ms for the registry, archive and COPY work around them (issue 16, benchmarks/README.md). So
 a small pool of *spare* schemas — the eager tables (kernel + meter) at the current version,

@@ -21,7 +21,7 @@ batch go one after another, so a job is never run beside itself. A run starts on
 least ``MIN_LEASE_LEFT`` of its lease ahead of it: when the next one has less (its earlier
 runs were slow), the delivery calls ``start`` again for the claims it has left, which renews
 them (they are its own), and runs only those answered. A claim whose lease ran out while the
-batch waited still starts if the alarm has not claimed it again (ADR 0026, amended); one whose
+batch waited still starts if the alarm has not claimed it again; one whose
 lease runs out during the batch's own runs is left to the alarm.
 """
 

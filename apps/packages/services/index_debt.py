@@ -1,4 +1,4 @@
-"""Keeping vectors in step with writes, inline or after the response (ADR 0018).
+"""Keeping vectors in step with writes, inline or after the response.
 
 Design note. A write calls ``changed(kind, user_id, ids)`` inside its own transaction, after
 changing the rows. Inline (the default while the embedder is fast) the vectors are written

@@ -8,7 +8,7 @@ losing vectors while the skip rows survived. Bump ``FINGERPRINT_VERSION`` when t
 contract changes.
 
 Writes reach this module through ``apps.packages.services.index_debt.changed``, which embeds
-inline or defers to a task (ADR 0018). ``sync`` times every small embed call it makes
+inline or defers to a task. ``sync`` times every small embed call it makes
 (``speed``), which is what ``KODY_EMBED_MODE=auto`` decides by.
 """
 
