@@ -212,11 +212,6 @@ KODY_SECRET_KEY_ID = envstr("KODY_SECRET_KEY_ID")
 # holding its shard's batch.
 KODY_ACTOR_LOCK_TIMEOUT_MS = envint("KODY_ACTOR_LOCK_TIMEOUT_MS", 5000)
 KODY_ACTOR_STATEMENT_TIMEOUT_MS = envint("KODY_ACTOR_STATEMENT_TIMEOUT_MS", 30000)
-# Planned calls and their owner-lock checks run as per-schema prepared statements
-# (kody.actors.prepared): at most this many per database session (about 0.1 MB of
-# backend memory each, measured), least recently used deallocated first. 0: off (for a
-# transaction-mode pooler between Kody and Postgres).
-KODY_ACTOR_PREPARED_MAX = envint("KODY_ACTOR_PREPARED_MAX", 128)
 # Bounded backend memory (kody.actors.recycle): a shard consumer reconnects once its
 # backend holds more than this many MB (0: off). Under 256 MB with room for the schemas
 # served between two measurements; a fleet whose working set fits is never recycled.

@@ -176,7 +176,7 @@ def email_message_classify(
     mutates=True,
 )
 def email_message_delete(ctx: Context, messageId: str) -> dict[str, Any]:  # noqa: N803
-    return reads.delete(ctx.user, messageId)
+    return reads.delete_message(ctx.user, messageId)
 
 
 @capability(

@@ -148,7 +148,7 @@ def account_email_message(request: HttpRequest, message_id: str) -> HttpResponse
 @guarded_page_write
 def account_email_delete(request: HttpRequest, message_id: str) -> HttpResponse:
     try:
-        reads.delete(_account_user(request), message_id)
+        reads.delete_message(_account_user(request), message_id)
     except KodyError as exc:
         return render(request, "mailbox/problem.html", {"error": exc}, status=exc.status)
     messages.success(request, "Message deleted.")

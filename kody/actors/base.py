@@ -201,23 +201,13 @@ def is_read(actor: type[Actor], method: str) -> bool:
     return bool(getattr(getattr(actor, method, None), "kody_reads", False))
 
 
-class Unanswered(Exception):
-    """A statement form's rows do not answer its call: the kernel runs the method itself."""
-
-
 class Planned(tuple):  # type: ignore[type-arg]
-    """A statement form's statement given as its CTEs and its final query: still the
-    ``(sql, params)`` pair every planned path sends (``WITH <ctes> <select>``), and what a lone
-    call needs to go out in ONE round trip with its record, its fence guard and ``COMMIT``:
-    a round trip is most of a short call's latency. The kernel then joins the call's record
-    to the statement as one more CTE that stores the final query's rows, and fails the
-    statement when there are none.
-
-    Its form promises two things: its ``answer`` answers ANY rows but none (no rows is the
-    one ``Unanswered``), and it answers them from their JSON form (the rows as ``json_agg``
-    writes them: numbers, strings, booleans, nulls), which is what the lone call's answer and
-    every later answer from its record are given. ``params`` are named (``%(name)s``);
-    names starting with ``kody_`` are the kernel's."""
+    """A method's whole effect as one statement, given as its CTEs and its final query:
+    ``WITH <ctes> <select>``, still the ``(sql, params)`` pair a cursor takes. The final
+    query returns at most one row with one column, ``value``: the method's return value as
+    JSON text. The kernel joins the call's record to it as one more CTE, so the call, its
+    record and its commit are one round trip. ``params`` are named (``%(name)s``); names
+    starting with ``kody_`` are the kernel's."""
 
     ctes: str
     select: str
@@ -235,26 +225,22 @@ class Planned(tuple):  # type: ignore[type-arg]
         return self[1]  # type: ignore[no-any-return]
 
 
-def one_statement(plan: Any, answer: Any) -> Any:
+def one_statement(plan: Any) -> Any:
     """Mark a method whose whole effect is one statement: ``plan(*args, **kwargs)`` builds it
-    (SQL and parameters, on the user's search path, as the method would send it; None when
-    the call needs the method itself) and ``answer(rows, *args, **kwargs)`` turns its rows
-    into the method's value, or raises ``Unanswered``. Several such calls of a batch go out
-    in one query after the batch's prelude, instead of a round trip each; any
-    call without a plan, any ``Unanswered`` and any error makes the kernel run the batch's
-    methods themselves. Both must be pure functions of their arguments: no reads, no
-    writes, no state. The method stays the authority: it must do exactly what the
-    statement does when the answer would be given. A plan that returns a ``Planned`` lets
-    a lone call go out in one round trip, on the promises ``Planned`` names."""
+    as a ``Planned`` (on the user's search path), or None when this call needs the method.
+    Calls of such methods take the one-statement path (``kody.actors.runtime``); a statement
+    that returns no row rolls the batch back and the methods run themselves. ``plan`` must be
+    a pure function of its arguments, and the method must do exactly what the statement does
+    when it returns a row — the simplest way is to run that same statement."""
 
     def mark(method: Any) -> Any:
-        method.kody_statement = (plan, answer)
+        method.kody_statement = plan
         return method
 
     return mark
 
 
-def statement_form(actor: type[Actor], method: str) -> tuple[Any, Any] | None:
+def statement_form(actor: type[Actor], method: str) -> Any:
     return getattr(getattr(actor, method, None), "kody_statement", None)
 
 

@@ -119,14 +119,12 @@ def _as_off_the_queue(call: Call) -> Call:
     return Call.decode(call.encode())
 
 
-def _run_inline(call: Call, key: str, *, generated: bool) -> Outcome:
+def _run_inline(call: Call, key: str) -> Outcome:
     from kody.actors.runtime import execute
 
-    # Arguments reach the method exactly as they would off the queue. A key generated for
-    # this one run cannot have a record: the runtime may skip the lookup and send its
-    # prelude with the method (``fresh``).
+    # Arguments reach the method exactly as they would off the queue.
     with _unavailable_as_typed(call, key, "database"):
-        return execute([_as_off_the_queue(call)], fresh=generated)[0]
+        return execute([_as_off_the_queue(call)])[0]
 
 
 def _run_read(actor: type[Actor], call: Call, key: str) -> Any:
@@ -153,13 +151,12 @@ def call(
     timeout: float | None = None,
     key: str | None = None,
 ) -> Any:
-    generated = key is None
     key = new_key() if key is None else key
     message = _build(actor, user_id, method, args, kwargs, key, reply=True)
     if is_read(actor, method):
         return _run_read(actor, message, key)
     if settings.KODY_ACTORS_INLINE:
-        return _run_inline(message, key, generated=generated).unwrap()
+        return _run_inline(message, key).unwrap()
     wait = float(timeout if timeout is not None else settings.KODY_ACTOR_CALL_TIMEOUT)
     if wait <= 0:
         raise ValueError("timeout must be positive")
@@ -190,11 +187,10 @@ def cast(
     it has nothing to do without its reply."""
     if is_read(actor, method):
         raise TypeError(f"{actor.name}.{method} only reads: call it, a cast would do nothing")
-    generated = key is None
     key = new_key() if key is None else key
     message = _build(actor, user_id, method, args, kwargs, key, reply=False)
     if settings.KODY_ACTORS_INLINE:
-        outcome = _run_inline(message, key, generated=generated)
+        outcome = _run_inline(message, key)
         if not outcome.ok:
             log.warning("inline cast %s.%s failed: %s", actor.name, method, outcome.text[:500])
         return key

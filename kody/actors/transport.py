@@ -3,14 +3,14 @@
 Each shard queue is a Redis list of JSON calls; callers push on the left, the shard's worker
 takes from the right, so each user's calls come out in the order they went in. A caller
 waiting for an answer blocks on its reply key; pushing the call and starting the wait go out
-in one round trip. See ``kody.actors.worker`` for the consumer side and ADR 0006 for why this
-is not one Celery task per call.
+in one round trip. See ``kody.actors.worker`` for the consumer side and docs/architecture/kernel.md
+for why this is not one Celery task per call.
 
 The hot path (a call's push-and-wait, a cast's push, the consumer's scripts) goes over a
 ``Line``: one plain RESP connection per thread, written once and read once per round trip.
 redis-py's pooled client spends ~120 us of CPU and six system calls on one command here (a
 pool health check of three calls, a socket timeout switch), a ``Line`` ~15 us and two; on a
-host whose CPUs Postgres, the workers and the callers share, that is throughput (ADR 0029).
+host whose CPUs Postgres, the workers and the callers share, that is throughput.
 Everything else (cluster, TLS, admin, tests) keeps redis-py.
 
 Every key of shard N carries the Redis Cluster hash tag ``{actors.shard-N}``, so all of a
@@ -27,6 +27,7 @@ import os
 import socket
 import threading
 from collections.abc import Sequence
+from typing import cast
 
 import redis
 from django.conf import settings
@@ -314,7 +315,7 @@ class _Unexpected(Exception):
 def _parse(buf: bytes, pos: int) -> tuple[object, int]:
     """One RESP2 reply from ``buf`` at ``pos``, and where the next starts; ``_Incomplete`` if
     it has not all arrived. One function on ``bytes`` (no per-line method call or copy into
-    a ``bytearray``): a call's reply is parsed in a few microseconds (ADR 0029)."""
+    a ``bytearray``): a call's reply is parsed in a few microseconds."""
     end = buf.find(b"\r\n", pos)
     if end < 0:
         raise _Incomplete
@@ -370,12 +371,12 @@ def line() -> Line | None:
 
 
 def push(shard: int, message: str) -> None:
-    lane = line()
-    if lane is None:
+    redis_line = line()
+    if redis_line is None:
         client().lpush(queue_key(shard), message)
     else:
         queue, data = queue_key(shard).encode(), message.encode()
-        lane.send_packed(_LPUSH % (len(queue), queue, len(data), data), 1)
+        redis_line.send_packed(_LPUSH % (len(queue), queue, len(data), data), 1)
 
 
 # A call's commands packed by one format each (``_pack`` spends ~10 us on them).
@@ -388,25 +389,25 @@ def push_and_wait(shard: int, message: str, call_id: str, timeout: float) -> byt
     """Push a call and wait for its reply: one write, one read (two on a cluster).
 
     Where the server allows it the push's own reply is skipped (``CLIENT REPLY SKIP``): the
-    caller reads once and is woken once, for the answer, instead of twice (ADR 0035). The
+    caller reads once and is woken once, for the answer, instead of twice. The
     cost: a push Redis refuses (out of memory under ``noeviction``) is not seen, and the
     caller waits out its timeout (``ActorCallTimeout``, naming the key to retry with)."""
-    lane = line()
-    if lane is not None:
+    redis_line = line()
+    if redis_line is not None:
         queue, data = queue_key(shard).encode(), message.encode()
         key, wait = reply_key(shard, call_id).encode(), repr(timeout).encode()
         packed = _LPUSH_BLPOP % (len(queue), queue, len(data), data, len(key), key, len(wait), wait)
-        if not lane.connected().skips:
-            _, reply = lane.send_packed(packed, 2)
+        if not redis_line.connected().skips:
+            _, reply = redis_line.send_packed(packed, 2)
             return None if reply is None else reply[1]  # type: ignore[index]
         try:
-            (reply,) = lane.send_packed(_SKIP + packed, 1, skipping=True)
+            (reply,) = redis_line.send_packed(_SKIP + packed, 1, skipping=True)
         except redis.ResponseError as exc:
             # The wait refused (READONLY after a failover, MISCONF), or the SKIP itself (an
             # ACL changed since the line connected: then the push's and the wait's replies
             # are still to come, and the push may have gone in). Either way the broker cannot
             # take calls as it should: an outage (retry with the key), on a fresh line.
-            lane.close()
+            redis_line.close()
             raise redis.ConnectionError(f"actor broker: {exc}") from exc
         return None if reply is None else reply[1]  # type: ignore[index]
     redis_client = client()
@@ -415,7 +416,7 @@ def push_and_wait(shard: int, message: str, call_id: str, timeout: float) -> byt
         # blocking command: two round trips to the same node instead of one.
         redis_client.lpush(queue_key(shard), message)
         reply = redis_client.blpop([reply_key(shard, call_id)], timeout=timeout)
-        return None if reply is None else reply[1]
+        return None if reply is None else cast(bytes, reply[1])
     pipe = redis_client.pipeline(transaction=False)
     pipe.lpush(queue_key(shard), message)
     pipe.blpop([reply_key(shard, call_id)], timeout=timeout)

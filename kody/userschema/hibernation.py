@@ -50,7 +50,7 @@ from kody.userschema.actor_models import actor_models, schema_version
 from kody.userschema.ddl import compile_schema
 from kody.userschema.models import SchemaArchive, UserSchema
 from kody.userschema.naming import quoted
-from kody.userschema.scope import pipelined, user_schema_scope
+from kody.userschema.scope import in_one_query, user_schema_scope
 from kody.userschema.upgrades import is_retired, steps_between
 
 log = logging.getLogger("kody.userschema")
@@ -205,10 +205,14 @@ def restore_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
             if spare:
                 extras = plan.spare_extras
                 if plan.spare_tables:
-                    pipelined(connection, list(plan.spare_tables))
+                    in_one_query(connection, list(plan.spare_tables), rows=False)
             else:
                 extras = plan.extras
-                pipelined(connection, [(f"CREATE SCHEMA {quoted(schema)}", ()), *plan.tables])
+                in_one_query(
+                    connection,
+                    [(f"CREATE SCHEMA {quoted(schema)}", ()), *plan.tables],
+                    rows=False,
+                )
             loaded = []
             for table, content in sorted(document["tables"].items()):
                 if is_retired(table, document["version"]):
@@ -218,7 +222,7 @@ def restore_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
                     loaded.append(table)
                 _after_load(user_id, table)
             today = timezone.now().date()
-            pipelined(
+            in_one_query(
                 connection,
                 [
                     *extras,
@@ -230,6 +234,7 @@ def restore_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
                         [target, today, user_id],
                     ),
                 ],
+                rows=False,
             )
             # Data steps between the archived version and now (the fleet upgrade, on restore).
             for step in steps_between(document["version"], target):

@@ -41,6 +41,26 @@ def shifted(days: int, day: str = DAY) -> str:
 # --- daily counters -----------------------------------------------------------------------------
 
 
+def test_the_charge_sends_one_sql_text_alone_or_as_its_method(owner):
+    """A day's first charge runs the method (no row to answer from yet); the next one goes
+    out as the kernel's one statement. Both send the same charge text."""
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as first:
+        consume(owner, day=shifted(-1))
+    with CaptureQueriesContext(connection) as second:
+        consume(owner, day=shifted(-1))
+    charge = "UPDATE daily_counters SET count = count + 1, revision = revision + 1"
+    by_method = [q["sql"] for q in first.captured_queries if charge in q["sql"]]
+    alone = [q["sql"] for q in second.captured_queries if charge in q["sql"]]
+    assert len(alone) == 1
+    methods = [sql for sql in by_method if "actor_calls" not in sql]
+    assert len(methods) == 2  # the method's charge, then again after its bootstrap
+    for sql in methods:
+        ctes, select = sql.removeprefix("WITH ").split("\nSELECT json_build_object", 1)
+        assert ctes in alone[0] and f"SELECT json_build_object{select}" in alone[0]
+
+
 def test_consume_allows_up_to_the_limit_and_denies_without_charging(owner):
     assert [consume(owner, limit=3)["count"] for _ in range(3)] == [1, 2, 3]
     denied = consume(owner, limit=3)

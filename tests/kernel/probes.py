@@ -9,14 +9,13 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from unittest import mock
 
 from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 
-from kody.actors import runtime, transport
+from kody.actors import transport
 from kody.actors.wire import Call
 from kody.actors.worker import ShardConsumer
-from kody.userschema import scope
 from kody.userschema.naming import schema_name_for
 from tests.kernel.conftest import _wait_for_leases, new_user_id
 from tests.kernel.sample_actors import Probe
@@ -33,8 +32,8 @@ def probed_users(n: int) -> list[str]:
 
 def metered_users(n: int, *, day: str, limit: int) -> list[str]:
     """``n`` new users in ascending id order, each with ``day``'s ``execute_calls_per_day``
-    counter row (one inline ``UserMeter.consume``, so a planned charge answers from its
-    rows; the caller has set ``KODY_ACTORS_INLINE``)."""
+    counter row (one inline ``UserMeter.consume``, so the next charge has a row to answer
+    from; the caller has set ``KODY_ACTORS_INLINE``)."""
     from apps.entitlements.actor import UserMeter
 
     ids = sorted(new_user_id() for _ in range(n))
@@ -85,73 +84,23 @@ def owner_lock_held(user: str) -> Iterator[None]:
 
 
 @contextmanager
-def prelude_paths(
-    monkeypatch: Any, attempts: str, runs: str = "_run_fresh"
-) -> Iterator[dict[str, int]]:
-    """Counts, while the block runs: optimistic prelude attempts (``runtime._run_fresh``, or
-    ``runs``, under the name ``attempts``), how many fell back to the plain path (returned
-    None or raised), and the queries sent (each Django execute, and each prelude the plain
-    path sends on its own cursor: ``in_one_query``)."""
-    seen = {attempts: 0, "fell_back": 0, "queries": 0}
-    run_fresh, in_one_query = getattr(runtime, runs), scope.in_one_query
-
-    def spy_fresh(*args, **kwargs):  # type: ignore[no-untyped-def]
-        seen[attempts] += 1
-        try:
-            outcomes = run_fresh(*args, **kwargs)
-        except BaseException:
-            seen["fell_back"] += 1
-            raise
-        seen["fell_back"] += outcomes is None
-        return outcomes
-
-    def spy_query(*args, **kwargs):  # type: ignore[no-untyped-def]
-        seen["queries"] += 1
-        return in_one_query(*args, **kwargs)
-
-    def count(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        seen["queries"] += 1
-        return execute(sql, params, many, context)
-
-    monkeypatch.setattr(runtime, runs, spy_fresh)
-    monkeypatch.setattr(scope, "in_one_query", spy_query)
-    monkeypatch.setattr(runtime, "in_one_query", spy_query)  # a batch's plain prelude
-    with connection.execute_wrapper(count):
-        yield seen
+def round_trips() -> Iterator[list[str]]:
+    """The SQL of every round trip the default connection makes while the block runs, from
+    Django's query log (one entry per query sent: a statement of a method, or one of the
+    kernel's multi-statement queries). The list fills when the block ends. Django also logs
+    ``BEGIN`` when an ``atomic()`` block opens and ``COMMIT`` when it ends, and psycopg
+    sends neither then (``BEGIN`` goes out with the first query; the kernel's last query
+    committed), so those two markers are left out; ``ROLLBACK`` is a round trip and stays."""
+    sent: list[str] = []
+    with CaptureQueriesContext(connection) as captured:
+        yield sent
+    markers = {"BEGIN", "COMMIT"}
+    sent.extend(q["sql"] for q in captured.captured_queries if q["sql"] not in markers)
 
 
 def counter(user: str) -> int:
     """``Probe``'s counter for today as it was before this read's own bump."""
     return Probe.call(user, "bump") - 1
-
-
-@contextmanager
-def sent_with_the_prelude() -> Iterator[list[str]]:
-    """The SQL of every query sent inside a deferred prelude the runtime opens while the block
-    runs, as psycopg sends it: a Django cursor's statement with what the prelude put in front
-    of it, and the queries the kernel sends on the psycopg connection's own cursor (the
-    records, fence guard and ``COMMIT``: ``runtime._finish``)."""
-    sent: list[str] = []
-    outer = runtime.deferred_prelude
-
-    @contextmanager
-    def both(*args: Any, **kwargs: Any) -> Iterator[Any]:
-        with outer(*args, **kwargs) as deferred:
-            factory = connection.connection.cursor_factory
-            send = factory.execute
-
-            def keep(cursor, query, *rest, **named):  # type: ignore[no-untyped-def]
-                sent.append(query if isinstance(query, str) else repr(query))
-                return send(cursor, query, *rest, **named)
-
-            with mock.patch.object(factory, "execute", keep):
-                yield deferred
-
-    runtime.deferred_prelude = both  # type: ignore[assignment]
-    try:
-        yield sent
-    finally:
-        runtime.deferred_prelude = outer
 
 
 def wait_until(condition: Any, what: str, timeout: float = 30) -> None:

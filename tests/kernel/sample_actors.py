@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -10,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from celery import shared_task
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.entitlements.actor.models import DailyCounter
 from kody import outbox
-from kody.actors import Actor, Planned, Unanswered, deletion_safe, one_statement, reads
+from kody.actors import Actor, Planned, deletion_safe, one_statement, reads
 from kody.errors import KodyError
 
 
@@ -62,38 +63,29 @@ _TALLY = (
 )
 
 
-def _plan_tally(label: str, answer_fails: bool = False) -> Planned:
-    # Columns JSON must carry back as they were: a repeated name, text, a nested object.
+def _plan_tally(label: str) -> Planned:
+    # A value of several kinds (a number, text, a nested object) must come back as it was.
     select = (
-        "SELECT count, %(label)s::text AS label, jsonb_build_object('k', count) AS doc,"
-        " count FROM tallied"
+        "SELECT json_build_object('count', count, 'label', %(label)s::text,"
+        " 'doc', jsonb_build_object('k', count), 'twice', count)::text AS value FROM tallied"
     )
     return Planned(f"tallied AS ({_TALLY})", select, {"day": TALLY_DAY, "label": label})
-
-
-def _answer_tally(rows: list[tuple], label: str, answer_fails: bool = False) -> dict[str, Any]:
-    if not rows:
-        raise Unanswered("no tally row yet")
-    count, named, doc, twice = rows[0]
-    if answer_fails:
-        raise ProbeFailed("the answer refused its rows", details={"count": count})
-    return {"count": count, "label": named, "doc": doc, "twice": twice}
 
 
 class Probe(Actor):
     name = "tests.Probe"
 
-    @one_statement(_plan_tally, _answer_tally)
-    def tally(self, label: str, answer_fails: bool = False) -> dict[str, Any]:
-        """A planned bump of its own counter row (``Planned``: ADR 0042); the day's first
-        call creates the row, which the statement form cannot."""
+    @one_statement(_plan_tally)
+    def tally(self, label: str) -> dict[str, Any]:
+        """A one-statement bump of its own counter row; the day's first call creates the
+        row, which the statement cannot, and then runs the same statement."""
         DailyCounter.objects.get_or_create(
             resource="execute_calls_per_day", day=TALLY_DAY, defaults={"count": 0}
         )
         with connection.cursor() as cursor:
-            cursor.execute(_TALLY, {"day": TALLY_DAY})
-            (count,) = cursor.fetchone()
-        return _answer_tally([(count, label, {"k": count}, count)], label, answer_fails)
+            cursor.execute(*_plan_tally(label))
+            value: dict[str, Any] = json.loads(cursor.fetchone()[0])
+        return value
 
     def whoami(self) -> dict[str, str]:
         with connection.cursor() as cursor:
@@ -121,21 +113,6 @@ class Probe(Actor):
             )
         return self.whoami()
 
-    def raw_first(self) -> int:
-        """A first statement around Django's execute wrappers (a raw psycopg cursor)."""
-        with connection.connection.cursor() as raw:
-            raw.execute("SELECT 1")
-        return self._bump("execute_calls_per_day")
-
-    def swallow_first(self) -> str:
-        """A first statement whose error the method swallows (and sends nothing after)."""
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT 1")
-        except DatabaseError:
-            return "swallowed"
-        return "ran"
-
     def note(self, tag: str) -> str:
         """Sends nothing; runs Python only (``notes``): how often a method body ran."""
         notes.append(tag)
@@ -153,8 +130,8 @@ class Probe(Actor):
         return count
 
     def bound_first(self, value: str) -> list[str]:
-        """A first statement with a parameter and a literal ``%%`` (a fresh call's prelude
-        goes out in front of it), and what it read back."""
+        """A first statement with a parameter and a literal ``%%`` (in a batch, the user's
+        search path goes out in front of it), and what it read back."""
         with connection.cursor() as cursor:
             cursor.execute("SELECT %s, '100%%', current_setting('search_path')", [value])
             return list(cursor.fetchone())

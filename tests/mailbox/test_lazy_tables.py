@@ -53,7 +53,7 @@ def test_every_read_of_a_mailbox_that_never_got_mail_creates_nothing(owner, outs
         lambda: reads.get_message(owner, "m-1"),
         lambda: reads.delivery_events(owner, message_id="m-1"),
         lambda: reads.classify(owner, "m-1", "spam", None),
-        lambda: reads.delete(owner, "m-1"),
+        lambda: reads.delete_message(owner, "m-1"),
         lambda: reads.attachment(owner, "m-1", "a-1"),
     ):
         with pytest.raises(MessageNotFound):

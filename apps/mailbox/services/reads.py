@@ -1,4 +1,5 @@
-"""A person's own mail: every function takes the caller and talks only to their Mailbox."""
+"""A person's own mail: every function takes the caller and talks only to their Mailbox —
+its reads, and the two changes a reader makes to a message (``classify``, ``delete_message``)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def classify(user: User, message_id: str, classification: str, reason: str | Non
     )
 
 
-def delete(user: User, message_id: str) -> dict[str, Any]:
+def delete_message(user: User, message_id: str) -> dict[str, Any]:
     if _no_mail_yet(user):
         raise _absent(message_id)
     return _call(user, "delete_message", message_id=message_id)
