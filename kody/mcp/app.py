@@ -4,8 +4,10 @@ The SDK's Streamable HTTP session manager runs stateless with JSON responses: ev
 complete JSON-RPC exchange, so any worker process can answer any request and nothing about a
 session lives in memory, and no server-initiated stream is offered: ``GET /mcp`` is a 405.
 Bearer tokens are checked by the SDK's auth middleware through a verifier that asks the
-``KODY_BEARER_BACKEND`` (kody.callers), so a missing or bad token gets a 401 with
-``WWW-Authenticate: Bearer`` before the MCP layer sees the request. The session manager needs
+``KODY_BEARER_BACKEND`` (kody.callers) — personal access tokens and OAuth access tokens alike —
+and refuses an OAuth token issued for another resource, so a missing, bad or foreign token gets
+a 401 with ``WWW-Authenticate: Bearer …, resource_metadata="…"`` (RFC 9728) before the MCP layer
+sees the request; MCP clients start OAuth discovery from that header. The session manager needs
 the ASGI lifespan (uvicorn and hypercorn send it); ``with_mcp`` forwards lifespan to this app.
 """
 
@@ -27,9 +29,32 @@ from kody.mcp.server import TOKEN_CLAIM, build_server, db_call
 MCP_PATH = "/mcp"
 
 
+def mcp_resource() -> str:
+    """This endpoint's resource identifier: the audience OAuth tokens must carry (RFC 8707)."""
+    return settings.SITE_URL.rstrip("/") + MCP_PATH
+
+
+def for_this_resource(audience: list[str] | None) -> bool:
+    if audience is None:  # a personal access token: not bound to one resource
+        return True
+    ours = mcp_resource().lower()
+    return any(str(a).rstrip("/").lower() == ours for a in audience)
+
+
+def _accept(raw: str) -> Any:
+    backend = bearer_backend()
+    found = backend.authenticate_bearer(raw)
+    if found is None or not for_this_resource(getattr(found, "audience", None)):
+        return None
+    note = getattr(backend, "note_mcp_use", None)
+    if note is not None:
+        note(found)
+    return found
+
+
 class DjangoTokenVerifier:
     async def verify_token(self, token: str) -> McpAccessToken | None:
-        found = await db_call(bearer_backend().authenticate_bearer, token)
+        found = await db_call(_accept, token)
         if found is None:
             return None
         return McpAccessToken(
@@ -48,7 +73,13 @@ def build_app() -> Starlette:
         json_response=True,
         stateless_http=True,
         transport_security=transport_security(),
-        auth=AuthSettings(issuer_url=settings.SITE_URL, resource_server_url=None),
+        # resource_server_url puts resource_metadata="…/.well-known/oauth-protected-resource/mcp"
+        # in the 401 challenge (RFC 9728); the verifier checks the audience itself.
+        auth=AuthSettings(
+            issuer_url=settings.SITE_URL,
+            resource_server_url=mcp_resource(),
+            validate_token_resource=False,
+        ),
         token_verifier=DjangoTokenVerifier(),
     )
 
