@@ -124,17 +124,18 @@ def _drop_tokens(owner: Q) -> None:
 # --- use ---------------------------------------------------------------------------------
 
 
-def record_use(token: AccessToken) -> None:
-    """Called on each accepted OAuth bearer at ``/mcp``: last use (debounced), first use once."""
+def record_use(token: AccessToken) -> bool:
+    """Called on an accepted OAuth bearer at ``/mcp``: last use (debounced), first use once.
+    True when this call wrote the second-agent gift."""
     if token.kind != TokenKind.OAUTH or not token.client_id:
-        return
+        return False
     now = timezone.now()
     pair = OAuthGrant.objects.filter(user_id=token.user_id, client_id=token.client_id)
     first = pair.filter(first_used_at__isnull=True).update(first_used_at=now, last_used_at=now)
     if not first:
         stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_DEBOUNCE)
         pair.filter(stale).update(last_used_at=now)
-        return
+        return False
     client_name = pair.values_list("client_name", flat=True).first() or token.name
     User.objects.filter(pk=token.user_id, first_mcp_connected_at__isnull=True).update(
         first_mcp_connected_at=now
@@ -142,7 +143,7 @@ def record_use(token: AccessToken) -> None:
     User.objects.filter(pk=token.user_id, mcp_client_name__isnull=True).update(
         mcp_client_name=client_name[:255]
     )
-    settle_second_agent_gift(token.user_id, now=now)
+    return settle_second_agent_gift(token.user_id, now=now)
 
 
 def settle_second_agent_gift(user_id: int, *, now: datetime) -> bool:
