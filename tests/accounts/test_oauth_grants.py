@@ -13,7 +13,7 @@ from oauth2_provider.models import AccessToken as ToolkitAccessToken
 from oauth2_provider.models import Grant, RefreshToken
 
 from apps.accounts.export import service as export
-from apps.accounts.models import AccessToken, OAuthGrant, User
+from apps.accounts.models import AccessToken, User
 from apps.accounts.oauth import grants
 from apps.accounts.services.tokens import list_tokens
 from tests.accounts.factories import (
