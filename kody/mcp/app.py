@@ -13,6 +13,7 @@ the ASGI lifespan (uvicorn and hypercorn send it); ``with_mcp`` forwards lifespa
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.conf import settings
@@ -106,6 +107,8 @@ def with_mcp(django_app: ASGIApp, mcp_app: ASGIApp) -> Any:
     async def application(scope: Scope, receive: Receive, send: Send) -> None:
         if _is_mcp(scope) and scope.get("method") == "GET":
             await _no_stream(scope, receive, send)
+        elif _is_mcp(scope) and scope.get("method") == "POST":
+            await _with_valid_ids(mcp_app, scope, receive, send)
         elif scope["type"] == "lifespan" or _is_mcp(scope):
             await mcp_app(scope, receive, send)
         else:
@@ -130,3 +133,69 @@ async def _no_stream(scope: Scope, receive: Receive, send: Send) -> None:
     }
     response = JSONResponse(body, status_code=405, headers={"Allow": "POST, DELETE"})
     await response(scope, receive, send)
+
+
+# JSON-RPC 2.0: an id is a string or a number (integers here, as fractional ids are
+# discouraged and the SDK cannot echo them faithfully). A message with ``"id": null``, a
+# fraction, a boolean, an object or an array would otherwise be taken for a notification and
+# answered with a silent 202; it gets an Invalid Request error instead.
+INVALID_REQUEST = -32600
+_MAX_CHECKED_BODY = 4 * 1024 * 1024
+
+
+def _bad_id(message: Any) -> bool:
+    if not isinstance(message, dict) or "id" not in message:
+        return False
+    value = message["id"]
+    return isinstance(value, bool) or not isinstance(value, (str, int))
+
+
+async def _with_valid_ids(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    chunks: list[bytes] = []
+    size = 0
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            await app(scope, _replay(chunks, message, receive), send)
+            return
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        more = message.get("more_body", False)
+        if size > _MAX_CHECKED_BODY:
+            break  # too big to be ours to judge; the SDK and its limits decide
+    body = b"".join(chunks)
+    if not more:
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            parsed = None
+        batch = parsed if isinstance(parsed, list) else [parsed]
+        if any(_bad_id(item) for item in batch):
+            error = {
+                "code": INVALID_REQUEST,
+                "message": "Invalid Request: id must be a string or an integer",
+            }
+            response = JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=400)
+            await response(scope, receive, send)
+            return
+    await app(scope, _replay([body], None, receive, more_body=more), send)
+
+
+def _replay(
+    chunks: list[bytes], pending: Any, receive: Receive, *, more_body: bool = False
+) -> Receive:
+    """A ``receive`` that hands back what was already read, then carries on."""
+    queue: list[dict[str, Any]] = []
+    if chunks:
+        queue.append({"type": "http.request", "body": b"".join(chunks), "more_body": more_body})
+    if pending is not None:
+        queue.append(pending)
+
+    async def replayed() -> Any:
+        if queue:
+            return queue.pop(0)
+        return await receive()
+
+    return replayed

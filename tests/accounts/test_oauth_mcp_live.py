@@ -460,3 +460,25 @@ def test_account_deletion_revokes_every_grant_first(
     assert initialize(server_url, tokens["access_token"]).status_code == 401
     assert not OAuthGrant.objects.filter(user_id=owner.pk).exists()
     assert not RefreshToken.objects.filter(user_id=owner.pk).exists()
+
+
+@pytest.mark.parametrize("bad_id", [1.5, None, {"a": 1}, [1], True])
+def test_a_request_with_an_invalid_json_rpc_id_is_an_invalid_request(
+    server_url: str, owner: User, bad_id: Any
+) -> None:
+    _, tokens = _connected(server_url, owner)
+    headers = {
+        "Authorization": f"Bearer {tokens['access_token']}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    body = {"jsonrpc": "2.0", "id": bad_id, "method": "tools/list", "params": {}}
+    response = httpx2.post(server_url + "/mcp", json=body, headers=headers, timeout=10)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32600
+    assert response.json()["id"] is None
+
+    batch = [{"jsonrpc": "2.0", "id": 7, "method": "ping"}, body]
+    assert httpx2.post(server_url + "/mcp", json=batch, headers=headers).status_code == 400
+    body["id"] = "fine"
+    assert httpx2.post(server_url + "/mcp", json=body, headers=headers).status_code == 200
