@@ -24,11 +24,11 @@ verdict line. Timings are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import html
-import re
 import base64
 import hashlib
+import html
 import os
+import re
 import secrets
 import socket
 import subprocess
