@@ -10,7 +10,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 from oauth2_provider.models import AccessToken as ToolkitAccessToken
-from oauth2_provider.models import Grant, RefreshToken
+from oauth2_provider.models import Application, Grant, RefreshToken
 
 from apps.accounts.export import service as export
 from apps.accounts.models import AccessToken, User
@@ -19,6 +19,7 @@ from apps.accounts.services.tokens import list_tokens
 from tests.accounts.factories import (
     AccessTokenFactory,
     OAuthAccessTokenFactory,
+    OAuthApplicationFactory,
     OAuthGrantFactory,
     UserFactory,
 )
@@ -175,9 +176,21 @@ def test_purge_removes_expired_codes_and_tokens_in_batches(owner: User) -> None:
         revoked=now - timedelta(days=1),
     )  # fmt: skip
 
+    abandoned = OAuthApplicationFactory()
+    Application.objects.filter(pk=abandoned.pk).update(created=now - timedelta(days=2))
+    Application.objects.filter(pk=grant.application_id).update(created=now - timedelta(days=2))
+    recent = OAuthApplicationFactory()
+
     counts = grants.purge_expired(batch=2)
 
-    assert counts == {"codes": 5, "refresh_tokens": 1, "access_tokens": 1}
+    assert counts == {
+        "codes": 5,
+        "refresh_tokens": 1,
+        "access_tokens": 1,
+        "abandoned_clients": 1,
+    }
+    assert not Application.objects.filter(pk=abandoned.pk).exists()
+    assert Application.objects.filter(pk__in=[grant.application_id, recent.pk]).count() == 2
     assert list(Grant.objects.values_list("pk", flat=True)) == [fresh.pk]
     assert not RefreshToken.objects.filter(pk=dead.pk).exists()
     assert not AccessToken.objects.filter(oauth_token_id=expired.pk).exists()
@@ -210,3 +223,22 @@ def test_export_has_an_oauth_grants_section_without_tokens(owner: User, outsider
     assert export.section(outsider, "oauth_grants")["page"]["grants"][0]["clientId"] != (
         grant.client_id
     )
+
+
+def test_open_registration_is_bounded_per_address(client: Any, settings: Any) -> None:
+    settings.KODY_OAUTH_REGISTRATIONS_PER_HOUR = 5
+    from django.core.cache import cache
+
+    from apps.accounts.oauth.views import registration_limit
+
+    cache.delete_pattern("oauth-register:*")
+    body = {"client_name": "x", "redirect_uris": ["http://127.0.0.1:1/cb"],
+            "token_endpoint_auth_method": "none"}  # fmt: skip
+    for _ in range(registration_limit()):
+        assert (
+            client.post("/oauth/register", body, content_type="application/json").status_code == 201
+        )
+    refused = client.post("/oauth/register", body, content_type="application/json")
+    assert refused.status_code == 429 and refused.json()["error"] == "rate_limited"
+    assert Application.objects.count() == registration_limit()
+    cache.delete_pattern("oauth-register:*")

@@ -79,6 +79,8 @@ def server_url(
         # The test's own loopback https server plays the client's metadata host.
         "KODY_FETCH_ALLOW_LOOPBACK": "1",
         "KODY_FETCH_CA_FILE": str(tls[0]),
+        # Every test registers a client from 127.0.0.1; the hourly cap is tested on its own.
+        "KODY_OAUTH_REGISTRATIONS_PER_HOUR": "100000",
     }
     command = [
         sys.executable, "-m", "uvicorn", "config.asgi:application",

@@ -37,6 +37,7 @@ LAST_USED_DEBOUNCE = timedelta(minutes=5)
 SECOND_AGENT_GIFT = timedelta(days=14)
 SECOND_AGENT_CLIENTS = 2
 PURGE_BATCH = 500
+ABANDONED_CLIENT_AGE = timedelta(days=1)
 PURGE_BUDGET_SECONDS = 30.0
 
 
@@ -185,7 +186,8 @@ def settle_second_agent_gift(user_id: int, *, now: datetime) -> bool:
 def purge_expired(
     *, batch: int = PURGE_BATCH, out_of_time: Callable[[], bool] | None = None
 ) -> dict[str, int]:
-    """Expired codes, expired access tokens and dead refresh tokens, in bounded batches (the
+    """Expired codes, expired access tokens, dead refresh tokens and clients nobody approved
+    within a day, in bounded batches (the
     ``oauth_purge_expired`` lane); stops between batches once ``out_of_time()`` says so."""
     from oauth2_provider.models import refresh_token_expire_timedelta
 
@@ -196,7 +198,7 @@ def purge_expired(
             return time.monotonic() - started >= PURGE_BUDGET_SECONDS
 
     now = timezone.now()
-    counts = {"codes": 0, "access_tokens": 0, "refresh_tokens": 0}
+    counts = {"codes": 0, "access_tokens": 0, "refresh_tokens": 0, "abandoned_clients": 0}
     window = timedelta(seconds=_reuse_window_seconds())
     expire_delta = refresh_token_expire_timedelta()
     dead_refresh = Q(revoked__lt=now - window)
@@ -210,6 +212,17 @@ def purge_expired(
         # An expired access token still paired with a live refresh token stays: the refresh
         # token's own lifetime is measured from it.
         ("access_tokens", ToolkitAccessToken, Q(expires__lt=now, refresh_token__isnull=True)),
+        # Registered (or fetched) a day ago and never approved by anyone: open registration
+        # must not grow the table forever.
+        (
+            "abandoned_clients",
+            Application,
+            Q(
+                registration_source__in=["dcr", "cimd"],
+                created__lt=now - ABANDONED_CLIENT_AGE,
+                kody_grants__isnull=True,
+            ),
+        ),
     ]
     for name, model, condition in steps:
         while not out_of_time():

@@ -117,4 +117,38 @@ class Registration(DynamicClientRegistrationView):
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         request.user = AnonymousUser()
+        if not _registration_slot(request.META.get("REMOTE_ADDR") or "unknown"):
+            body = {
+                "error": "rate_limited",
+                "error_description": "Too many client registrations from this address.",
+            }
+            response = JsonResponse(body, status=429)
+            response["Retry-After"] = str(REGISTRATION_WINDOW_SECONDS)
+            return response
         return super().post(request, *args, **kwargs)
+
+
+# Open registration costs an application row each: bounded per address and hour. A client
+# registers once per install; clients nobody ever approved are purged after a day.
+REGISTRATION_WINDOW_SECONDS = 3600
+
+
+def registration_limit() -> int:
+    from django.conf import settings
+
+    return int(settings.KODY_OAUTH_REGISTRATIONS_PER_HOUR)
+
+
+def _registration_slot(ip: str) -> bool:
+    import time
+
+    from django.core.cache import cache
+
+    key = f"oauth-register:{ip}:{int(time.time() // REGISTRATION_WINDOW_SECONDS)}"
+    cache.add(key, 0, timeout=REGISTRATION_WINDOW_SECONDS)
+    try:
+        count = cache.incr(key)
+    except ValueError:
+        cache.set(key, 1, timeout=REGISTRATION_WINDOW_SECONDS)
+        count = 1
+    return count <= registration_limit()
