@@ -273,8 +273,17 @@ def email_release_confirm(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
+    from apps.accounts.oauth import grants
+
     user = _user(request)
-    return _render(request, "home.html", {"account": user, "plan": _plan(user).label})
+    context = {
+        "account": user,
+        "plan": _plan(user).label,
+        "agents": grants.list_grants(user)[:3],
+        "agent_count": len(grants.list_grants(user)),
+        "token_count": sum(1 for t in tokens.list_tokens(user) if t.kind == "pat"),
+    }
+    return _render(request, "home.html", context)
 
 
 def _connections(

@@ -41,3 +41,20 @@ def test_the_front_page_explains_and_shows_the_mcp_url(client: Client, settings:
 def test_other_pages_keep_their_own_title(owner_client: Client) -> None:
     page = owner_client.get("/account/connections").content.decode()
     assert "<title>Connections · Kody</title>" in page
+
+
+def test_account_home_shows_the_connected_agents_and_links_every_area(
+    owner_client: Client,
+) -> None:
+    from apps.accounts.models import User
+    from tests.accounts.factories import OAuthGrantFactory
+
+    owner = User.objects.get(username="ada")
+    page = owner_client.get("/account").content.decode()
+    assert "No agent is connected yet" in page
+    OAuthGrantFactory(user=owner, client_name="Claude Code")
+    page = owner_client.get("/account").content.decode()
+    assert "1 connected agent:" in page and "<li>Claude Code</li>" in page
+    main = page.split('id="main"')[1]
+    for path in ("/account/email", "/account/memories", "/account/secrets", "/account/jobs"):
+        assert f'href="{path}"' in main
