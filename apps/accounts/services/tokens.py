@@ -122,12 +122,32 @@ def note_mcp_use(token: AccessToken) -> None:
     # the common call pays nothing here.
     if not getattr(token, "just_touched", False) and token.user.first_mcp_connected_at:
         return
+    _record_agent_session(token)
     if token.kind == TokenKind.OAUTH:
         grants.record_use(token)
     else:
         User.objects.filter(pk=token.user_id, first_mcp_connected_at__isnull=True).update(
             first_mcp_connected_at=timezone.now()
         )
+
+
+def _record_agent_session(token: AccessToken) -> None:
+    from apps.accounts.models import McpAgentSession
+
+    now = timezone.now()
+    principal = token.principal_id
+    key = hashlib.sha256(f"{token.user.stable_user_id}\n{principal}".encode()).hexdigest()
+    McpAgentSession.objects.update_or_create(
+        do_id=key,
+        defaults={"last_seen_at": now},
+        create_defaults={
+            "user_id": token.user.stable_user_id,
+            "client_id": principal,
+            "client_name": token.name[:255],
+            "created_at": now,
+            "last_seen_at": now,
+        },
+    )
 
 
 class BearerBackend:
