@@ -346,6 +346,8 @@ KODY_EMAIL_PROVIDER = envstr("KODY_EMAIL_PROVIDER", "django")
 # revokes the whole family. Tokens are stored as SHA-256 checksums only.
 KODY_OAUTH_ACCESS_TOKEN_SECONDS = envint("KODY_OAUTH_ACCESS_TOKEN_SECONDS", 3600)
 KODY_OAUTH_REFRESH_REUSE_SECONDS = envint("KODY_OAUTH_REFRESH_REUSE_SECONDS", 120)
+# What a person's agents read at MCP initialize beyond the fixed instructions (kody.mcp.app).
+KODY_MCP_INSTRUCTIONS = "apps.packages.services.mcp_instructions.initialize_text"
 # Open client registration (RFC 7591), per client address and hour.
 KODY_OAUTH_REGISTRATIONS_PER_HOUR = envint("KODY_OAUTH_REGISTRATIONS_PER_HOUR", 30)
 # The toolkit's own models, named so migrations that point at them resolve (not swapped).

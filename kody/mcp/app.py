@@ -14,9 +14,11 @@ the ASGI lifespan (uvicorn and hypercorn send it); ``with_mcp`` forwards lifespa
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
+from django.utils.module_loading import import_string
 from mcp.server.auth.provider import AccessToken as McpAccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
@@ -25,7 +27,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kody.callers import bearer_backend
-from kody.mcp.server import TOKEN_CLAIM, build_server, db_call
+from kody.mcp.server import CALLER_INSTRUCTIONS, TOKEN_CLAIM, build_server, db_call
 
 MCP_PATH = "/mcp"
 
@@ -53,11 +55,28 @@ def _accept(raw: str) -> Any:
     return found
 
 
+# Set for a POST whose body holds an ``initialize`` request (``_with_valid_ids`` reads it).
+INITIALIZING: ContextVar[bool] = ContextVar("kody_mcp_initializing", default=False)
+
+
+def _caller_instructions(found: Any) -> str:
+    """The person's addition to ``initialize``'s instructions (``KODY_MCP_INSTRUCTIONS`` names
+    the callable; the kernel does not know where the apps keep them)."""
+    dotted = getattr(settings, "KODY_MCP_INSTRUCTIONS", "")
+    if not dotted:
+        return ""
+    text = import_string(dotted)(found.user.stable_user_id)
+    return str(text or "")
+
+
 class DjangoTokenVerifier:
     async def verify_token(self, token: str) -> McpAccessToken | None:
         found = await db_call(_accept, token)
         if found is None:
             return None
+        if INITIALIZING.get():
+            # Only for initialize: every other request pays nothing for it.
+            CALLER_INSTRUCTIONS.set(await db_call(_caller_instructions, found))
         return McpAccessToken(
             token=found.token_prefix,  # the SDK never needs the secret again; do not keep it
             client_id=found.principal_id,
@@ -172,6 +191,8 @@ async def _with_valid_ids(app: ASGIApp, scope: Scope, receive: Receive, send: Se
         except ValueError:
             parsed = None
         batch = parsed if isinstance(parsed, list) else [parsed]
+        if any(isinstance(item, dict) and item.get("method") == "initialize" for item in batch):
+            INITIALIZING.set(True)
         if any(_bad_id(item) for item in batch):
             error = {
                 "code": INVALID_REQUEST,

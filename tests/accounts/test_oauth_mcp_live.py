@@ -50,7 +50,7 @@ from tests.kernel.test_mcp_live import database_url, free_port, run_unwrapped, w
 pytestmark = pytest.mark.django_db(
     transaction=True,
     databases=["default", "audit"],
-    available_apps=["apps.accounts", "oauth2_provider"],
+    available_apps=["apps.accounts", "oauth2_provider", "apps.packages"],
 )
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -484,3 +484,28 @@ def test_a_request_with_an_invalid_json_rpc_id_is_an_invalid_request(
     assert httpx2.post(server_url + "/mcp", json=batch, headers=headers).status_code == 400
     body["id"] = "fine"
     assert httpx2.post(server_url + "/mcp", json=body, headers=headers).status_code == 200
+
+
+def test_initialize_carries_the_persons_instructions_and_popular_packages(
+    server_url: str, owner: User, outsider: User
+) -> None:
+    from apps.packages.models import AgentPackageConversationUse
+    from apps.packages.services.mcp_instructions import set_instructions
+
+    set_instructions(owner.stable_user_id, "Answer in Portuguese.")
+    now = timezone.now()
+    for conversation in ("c1", "c2"):
+        AgentPackageConversationUse.objects.create(
+            user_id=owner.stable_user_id, package_id="pkg-weather",
+            conversation_id=conversation, first_used_at=now, last_used_at=now,
+        )  # fmt: skip
+    _, tokens = _connected(server_url, owner)
+
+    instructions = initialize(server_url, tokens["access_token"]).json()["result"]["instructions"]
+
+    assert instructions.startswith("Kody acts for the person who owns this token.")
+    assert "Answer in Portuguese." in instructions
+    assert "pkg-weather" in instructions
+    _, theirs = _connected(server_url, outsider)
+    other = initialize(server_url, theirs["access_token"]).json()["result"]["instructions"]
+    assert "Portuguese" not in other and "pkg-weather" not in other

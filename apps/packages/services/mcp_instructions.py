@@ -23,3 +23,33 @@ def set_instructions(user_id: str, instructions: str) -> str:
         user_id=user_id, defaults={"instructions": text}
     )
     return text
+
+
+POPULAR_PACKAGES = 5
+
+
+def initialize_text(user_id: str) -> str:
+    """What ``initialize`` adds for this person (``KODY_MCP_INSTRUCTIONS``): their own
+    instructions, then the packages their agents use in the most conversations."""
+    from django.db.models import Count
+
+    from apps.packages.models import AgentPackageConversationUse, SavedPackage
+
+    parts = []
+    own = get_instructions(user_id)
+    if own:
+        parts.append("The person's instructions for you:\n" + own)
+    popular = list(
+        AgentPackageConversationUse.objects.filter(user_id=user_id)
+        .values("package_id")
+        .annotate(conversations=Count("conversation_id"))
+        .order_by("-conversations", "package_id")
+        .values_list("package_id", flat=True)[:POPULAR_PACKAGES]
+    )
+    if popular:
+        names = dict(
+            SavedPackage.objects.filter(user_id=user_id, id__in=popular).values_list("id", "name")
+        )
+        shown = [names.get(package_id, package_id) for package_id in popular]
+        parts.append("Packages this person's agents use most: " + ", ".join(shown) + ".")
+    return "\n\n".join(parts)
