@@ -8,6 +8,7 @@ urlpatterns = [
     path("healthz", kernel_views.healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("", include("apps.accounts.urls")),
+    path("", include("apps.accounts.oauth.urls")),
     path("", include("apps.entitlements.urls")),
     path("", include("apps.mailbox.urls")),
     path("", include("apps.packages.urls")),

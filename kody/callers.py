@@ -38,6 +38,8 @@ class Token(Protocol):
     token_prefix: str
     scopes: list[str]
     expires_at: Any
+    # The resources (RFC 8707) an OAuth token was issued for; None: valid on every surface.
+    audience: list[str] | None
 
     @property
     def user(self) -> Any: ...
@@ -56,6 +58,10 @@ class BearerBackend(Protocol):
     def authenticate_bearer(self, raw: str | None) -> Token | None: ...
 
     def token_by_id(self, token_id: int) -> Token | None: ...
+
+    def note_mcp_use(self, token: Token) -> None:
+        """A token was just accepted at ``/mcp`` (first-connection signals, grant last use)."""
+        ...
 
 
 @runtime_checkable

@@ -1,13 +1,15 @@
 import logging
 
 import psycopg
+from django.conf import settings
 from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
+    mcp_url = settings.SITE_URL.rstrip("/") + "/mcp"
+    return render(request, "home.html", {"mcp_url": mcp_url})
 
 
 log = logging.getLogger("kody.health")

@@ -266,6 +266,23 @@ class McpAgentSessionAdmin(ReadOnlyModelAdmin):
     search_fields = ("user_id",)
 
 
+@admin.register(m.OAuthGrant)
+class OAuthGrantAdmin(ReadOnlyModelAdmin):
+    """People's OAuth connections (no secrets here; tokens are checksums in the toolkit's
+    tables). Revoking is the person's, or deleting the client: docs/runbooks/oauth.md."""
+
+    list_display = (
+        "client_name",
+        "client_id",
+        "user",
+        "first_used_at",
+        "last_used_at",
+        "revoked_at",
+    )
+    list_filter = ("remember",)
+    search_fields = ("client_id", "client_name", "user__username")
+
+
 @admin.register(m.AuditEvent)
 class AuditEventAdmin(ReadOnlyModelAdmin):
     list_display = ("timestamp", "category", "action", "result", "path")

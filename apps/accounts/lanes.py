@@ -71,3 +71,12 @@ def unverified_account_purge(run: LaneRun) -> None:
 
     outcomes = unverified.run_pass(limit=run.batch_size)
     run.record(sum(1 for outcome in outcomes if outcome.outcome == "purged"))
+
+
+@lane("oauth_purge_expired", cadence=Cadence.EVERY_TICK, budget_seconds=60, batch_size=500)
+def oauth_purge_expired(run: LaneRun) -> None:
+    """Expired authorization codes, expired access tokens and dead refresh tokens."""
+    from apps.accounts.oauth import grants
+
+    counts = grants.purge_expired(batch=run.batch_size, out_of_time=run.out_of_time)
+    run.record(sum(counts.values()))

@@ -284,6 +284,44 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
     TableTarget("pending_email_claim_releases", Match.DB_USER_ID, redact=("token_hash",)),
     TableTarget("password_resets", Match.DB_USER_ID, redact=("token_hash",)),
     TableTarget("access_tokens", Match.DB_USER_ID, redact=("token_hash",)),
+    # OAuth (docs/adr/0052): the mark step of deletion revokes every grant first
+    # (apps.accounts.oauth.grants.revoke_all); these rows go with the one transaction.
+    TableTarget(
+        "oauth_grants",
+        Match.DB_USER_ID,
+        export=False,
+        note="exported as the oauth_grants section (client, scopes, times; never a token)",
+    ),
+    TableTarget(
+        "oauth2_provider_grant",
+        Match.DB_USER_ID,
+        export=False,
+        note="short-lived authorization codes; credentials, never exported",
+    ),
+    TableTarget(
+        "oauth2_provider_refreshtoken",
+        Match.DB_USER_ID,
+        export=False,
+        note="refresh-token checksums and families; credentials, never exported",
+    ),
+    TableTarget(
+        "oauth2_provider_accesstoken",
+        Match.DB_USER_ID,
+        export=False,
+        note="access-token checksums; credentials, never exported",
+    ),
+    TableTarget(
+        "oauth2_provider_idtoken",
+        Match.DB_USER_ID,
+        export=False,
+        note="OpenID Connect is off; kept empty, declared for completeness",
+    ),
+    TableTarget(
+        "oauth2_provider_devicegrant",
+        Match.DB_USER_ID,
+        export=False,
+        note="the device flow is off; kept empty, declared for completeness",
+    ),
     TableTarget(
         "user_email_claims",
         Match.DB_USER_ID,
@@ -335,6 +373,12 @@ GLOBAL_TABLES: tuple[ExcludedTable, ...] = (
     ExcludedTable("feature_flags", "global switches; updated_by is SET NULL by its foreign key"),
     ExcludedTable("invites", "signup invite codes; created_by is SET NULL by its foreign key"),
     ExcludedTable("platform_oauth_apps", "operator-provisioned built-in OAuth apps"),
+    ExcludedTable(
+        "oauth2_provider_application",
+        "OAuth clients (dynamic registration, client ID metadata documents) shared by every "
+        "person who connects them; user_id stays NULL: registration never attaches a session "
+        "user (apps.accounts.oauth.views.Registration)",
+    ),
     ExcludedTable("site_banners", "operator announcements; created_by/updated_by SET NULL"),
     ExcludedTable("platform_provider_marks", "operator-uploaded integration brand marks"),
     # --- entitlements ---------------------------------------------------------------------

@@ -19,6 +19,11 @@ urlpatterns = [
     path("account/connections", views.connections, name="connections"),
     path("account/connections/new", views.token_create, name="token_create"),
     path("account/connections/<int:token_id>/revoke", views.token_revoke, name="token_revoke"),
+    path(
+        "account/connections/agents/<int:grant_id>/revoke",
+        views.grant_revoke,
+        name="grant_revoke",
+    ),
     path("account/usage", views.usage, name="usage"),
     path("account/export.json", export_views.export_manifest, name="export_manifest"),
     path("account/delete", deletion_views.delete_account, name="delete_account"),

@@ -283,8 +283,17 @@ def email_release_confirm(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
+    from apps.accounts.oauth import grants
+
     user = _user(request)
-    return _render(request, "home.html", {"account": user, "plan": _plan(user).label})
+    context = {
+        "account": user,
+        "plan": _plan(user).label,
+        "agents": grants.list_grants(user)[:3],
+        "agent_count": len(grants.list_grants(user)),
+        "token_count": sum(1 for t in tokens.list_tokens(user) if t.kind == "pat"),
+    }
+    return _render(request, "home.html", context)
 
 
 def _connections(
@@ -295,8 +304,15 @@ def _connections(
     plaintext: str | None = None,
     status: int = 200,
 ) -> HttpResponse:
+    from apps.accounts.oauth import grants
+
+    user = _user(request)
+    mcp_url = settings.SITE_URL.rstrip("/") + "/mcp"
     context = {
-        "tokens": tokens.list_tokens(_user(request)),
+        "tokens": [t for t in tokens.list_tokens(user) if t.kind == "pat"],
+        "grants": grants.list_grants(user),
+        "mcp_url": mcp_url,
+        "setup": setup_snippets(mcp_url),
         "form": form,
         "created": created,
         "plaintext": plaintext,
@@ -337,6 +353,34 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     except tokens.TokenNotFound:
         raise Http404 from None
     messages.success(request, f"Token “{token.name}” is revoked; agents using it are cut off.")
+    return redirect("accounts:connections")
+
+
+def setup_snippets(mcp_url: str) -> list[tuple[str, str, str]]:
+    """(id, label, text) for each common MCP client: ready to paste, nothing to fill in."""
+    import json
+
+    cursor = {"mcpServers": {"kody": {"url": mcp_url}}}
+    vscode = {"servers": {"kody": {"type": "http", "url": mcp_url}}}
+    desktop = {"mcpServers": {"kody": {"type": "http", "url": mcp_url}}}
+    return [
+        ("setup-claude-code", "Claude Code", f"claude mcp add --transport http kody {mcp_url}"),
+        ("setup-claude-desktop", "Claude Desktop", json.dumps(desktop, indent=2)),
+        ("setup-cursor", "Cursor (~/.cursor/mcp.json)", json.dumps(cursor, indent=2)),
+        ("setup-vscode", "VS Code (.vscode/mcp.json)", json.dumps(vscode, indent=2)),
+    ]
+
+
+@mutation
+def grant_revoke(request: HttpRequest, grant_id: int) -> HttpResponse:
+    from apps.accounts.oauth import grants
+
+    try:
+        grant = grants.revoke_grant(_user(request), grant_id, ip=client_ip(request))
+    except grants.GrantNotFound:
+        raise Http404 from None
+    name = grant.client_name or grant.client_id
+    messages.success(request, f"“{name}” is disconnected; it must ask you again to reconnect.")
     return redirect("accounts:connections")
 
 

@@ -30,6 +30,9 @@ class BearerTokenAuthentication(BaseAuthentication):
         if raw is None:
             raise exceptions.AuthenticationFailed("Use the Bearer authorization scheme.")
         token = bearer_backend().authenticate_bearer(raw)
+        # OAuth tokens are bound to /mcp (their audience); only unbound tokens work here.
+        if token is not None and getattr(token, "audience", None) is not None:
+            token = None
         if token is None:
             raise exceptions.AuthenticationFailed("The token is invalid, revoked or expired.")
         return token.user, token

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import mcp_types as types
@@ -51,8 +52,22 @@ async def db_call(fn: Callable[..., T], *args: Any) -> T:
     return await sync_to_async(run, thread_sensitive=False)()
 
 
+# The caller's own addition to ``instructions``, set by the HTTP layer for an ``initialize``
+# request (kody.mcp.app) and read when the SDK builds the reply, in the same request's task.
+CALLER_INSTRUCTIONS: ContextVar[str] = ContextVar("kody_caller_instructions", default="")
+
+
+class KodyServer(Server[Any]):
+    def create_initialization_options(self, *args: Any, **kwargs: Any) -> Any:
+        options = super().create_initialization_options(*args, **kwargs)
+        extra = CALLER_INSTRUCTIONS.get()
+        if extra:
+            options = options.model_copy(update={"instructions": f"{INSTRUCTIONS}\n\n{extra}"})
+        return options
+
+
 def build_server() -> Server[Any]:
-    return Server(
+    return KodyServer(
         SERVER_NAME,
         version=SERVER_VERSION,
         title="Kody",

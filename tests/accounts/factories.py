@@ -358,3 +358,43 @@ class AccountDeletionFactory(DjangoModelFactory):
     subject_user_id = factory.LazyAttribute(lambda row: row.subject.stable_user_id)
     subject_db_id = factory.LazyAttribute(lambda row: row.subject.pk)
     requested_by = "operator"
+
+
+class OAuthApplicationFactory(DjangoModelFactory):
+    """A dynamically registered public MCP client (as ``POST /oauth/register`` leaves it)."""
+
+    class Meta:
+        model = "oauth2_provider.Application"
+
+    name = factory.Sequence(lambda n: f"Agent {n}")
+    client_type = "public"
+    authorization_grant_type = "authorization-code"
+    redirect_uris = "http://127.0.0.1:53682/callback"
+    registration_source = "dcr"
+
+
+class OAuthGrantFactory(DjangoModelFactory):
+    """A person's approved connection to an OAuth client."""
+
+    class Meta:
+        model = "accounts.OAuthGrant"
+
+    user = factory.SubFactory(UserFactory)
+    application = factory.SubFactory(OAuthApplicationFactory)
+    client_id = factory.LazyAttribute(lambda grant: grant.application.client_id)
+    client_name = factory.LazyAttribute(lambda grant: grant.application.name)
+    scopes = factory.LazyFunction(lambda: ["account", "email"])
+
+
+class OAuthAccessTokenFactory(AccessTokenFactory):
+    """The ``access_tokens`` row of an OAuth access token of ``grant`` (pass ``grant=``)."""
+
+    class Params:
+        grant = None
+
+    user = factory.LazyAttribute(lambda token: token.grant.user)
+    kind = "oauth"
+    name = factory.LazyAttribute(lambda token: token.grant.client_name)
+    client_id = factory.LazyAttribute(lambda token: token.grant.client_id)
+    scopes = factory.LazyAttribute(lambda token: list(token.grant.scopes))
+    audience = factory.LazyFunction(lambda: ["http://127.0.0.1:8000/mcp"])

@@ -55,6 +55,7 @@ def rows(owner) -> list:
             target_user_id=UID, repaired_by_user_id=UID, lease_token=SECRET + "7"
         ),
         f.McpAgentSessionFactory(user_id=UID),
+        f.OAuthGrantFactory(user=owner),
         f.AuditEventFactory(),
         f.FeatureFlagFactory(key="beta"),
         f.FeatureFlagUserOverrideFactory(flag_key="beta", user=owner),

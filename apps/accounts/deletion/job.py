@@ -4,7 +4,8 @@
 its steps in order, recording counts and warnings per step, and can be called again after any
 failure or crash — every step is idempotent:
 
-1. ``mark``        stamp ``users.deleting_at``, the UserMeter tombstone (a missing meter
+1. ``mark``        stamp ``users.deleting_at``, revoke every OAuth grant (apps.accounts.oauth),
+                   the UserMeter tombstone (a missing meter
                    fails closed: the deletion stops and the account is kept) and the kernel's
                    registry tombstone (from then on the kernel runs only deletion-safe actor
                    methods, and never creates the user's schema again);
@@ -230,6 +231,11 @@ def _mark(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
         # so no meter, no leases and no actor rows: nothing to fence or purge there.
         deletion.result = {**deletion.result, "actor_state": lookup(owner.stable_id) is not None}
     marked = User.objects.filter(pk=owner.db_id, deleting_at__isnull=True).update(deleting_at=now)
+    # Every OAuth grant first: a token in flight is refused from this commit on, and no
+    # refresh can mint another (idempotent on a rerun).
+    from apps.accounts.oauth import grants
+
+    report.updated["oauth_grants_revoked"] = grants.revoke_all_for(owner.db_id)
     if deletion.result["actor_state"]:
         answer = metering.mark_deleting(owner.stable_id, at=now.isoformat())
         report.info["active_write_leases"] = answer.get("active_write_leases", 0)

@@ -331,6 +331,9 @@ def import_actor_state(archive: Archive, user: User, report: ImportReport) -> No
         if name == "artifact_repos":
             import_repos(archive, user, report)
             continue
+        if name == "oauth_grants":
+            report.skipped[name] = "an agent's grant is made again by connecting it here"
+            continue
         surface = sections.get(name)
         if surface is None or surface.import_page is None:
             why = surface.import_note if surface is not None else "unknown to this instance"

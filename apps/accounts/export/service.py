@@ -168,6 +168,7 @@ def manifest(user: Any) -> dict[str, Any]:
         )
     for name, surface in sorted(actor_sections().items()):
         sections.append({"section": name, "actor": surface.actor, "count": None})
+    sections.append({"section": "oauth_grants", "count": oauth_grant_count(owner)})
     blobs = 0
     try:
         for prefix in blob_prefixes(owner):
@@ -243,6 +244,8 @@ def section(
         return durable_object_summaries(owner)
     if name == "artifact_repos":
         return _artifact_repos_page(owner, cursor, limit)
+    if name == "oauth_grants":
+        return _oauth_grants_page(owner, cursor, limit)
     surface = actor_sections().get(name)
     if surface is None:
         raise NotFound(f"no export section {name!r}", details={"section": name})
@@ -314,6 +317,30 @@ def _redacted_calls(value: Any) -> Any:
     if isinstance(value, list):
         return [_redacted_calls(item) for item in value]
     return value
+
+
+def oauth_grant_count(owner: Owner) -> int:
+    from apps.accounts.models import OAuthGrant
+
+    return OAuthGrant.objects.filter(user_id=owner.db_id).count()
+
+
+def _oauth_grants_page(owner: Owner, cursor: str | None, limit: int) -> dict:
+    """OAuth grant metadata only (seed: ``oauthGrants``): client, scopes, times, never a token."""
+    from apps.accounts.oauth.grants import export_rows
+
+    after = _open(owner, "oauth_grants", cursor) or 0
+    rows = export_rows(owner.db_id, after=int(after), limit=limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    last = rows[-1]["id"] if rows else None
+    # Shaped like an actor page, so every consumer of sections reads it the same way; not
+    # imported (a grant is re-made by connecting the agent again).
+    return {
+        "section": "oauth_grants",
+        "page": {"grants": rows},
+        "nextCursor": _seal(owner, "oauth_grants", last) if more else None,
+    }
 
 
 def _mask_other_parties(target: TableTarget, owner: Owner, row: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from apps.accounts.models.identity import (
     UserEmailClaim,
     UsernameRedirect,
 )
+from apps.accounts.models.oauth import OAuthGrant
 from apps.accounts.models.operations import (
     AccountDeletion,
     AccountWriteLeaseRepair,
@@ -60,6 +61,7 @@ __all__ = [
     "Invite",
     "McpAgentSession",
     "OAuthConnection",
+    "OAuthGrant",
     "Passkey",
     "PasswordReset",
     "PendingEmailChange",

@@ -28,11 +28,20 @@ class AccountWriteLeaseRepair(models.Model):
 
 
 class McpAgentSession(models.Model):
-    """Deletion-only index: which MCP session objects belong to which user."""
+    """Which agents (MCP clients) have used ``/mcp`` for a user: one row per user and calling
+    principal (an OAuth client id, or ``pat:<id>``), first seen (``created_at``) and last seen.
+
+    ``/mcp`` stays stateless: the row is written when a token's debounced last-use stamp is,
+    at most every five minutes per token, never per request. ``do_id`` keeps the seed's name
+    (the MCP Durable Object id there); here it is a hash of the user and the principal.
+    """
 
     do_id = models.CharField(max_length=255, primary_key=True)
     user_id = stable_user_id(db_index=True)
     created_at = models.DateTimeField(default=timezone.now)
+    client_id = models.CharField(max_length=255, blank=True, default="")
+    client_name = models.CharField(max_length=255, blank=True, default="")
+    last_seen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "mcp_agent_sessions"

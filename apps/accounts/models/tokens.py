@@ -1,9 +1,11 @@
 """``access_tokens``: every bearer credential an agent can present, hashed at rest.
 
-Personal access tokens (``kind='pat'``) are the only kind issued today. OAuth 2.1 access tokens
-(``kind='oauth'``, with ``client_id`` naming the dynamically registered client and ``scopes``
-narrowing what it may call) land in the same table later, so the bearer check and every
-caller stay unchanged (docs/adr/0004-access-tokens-and-agent-surfaces.md).
+Personal access tokens (``kind='pat'``) are issued on /account/connections. OAuth 2.1 access
+tokens (``kind='oauth'``, ``client_id`` naming the client, ``scopes`` the capability domains the
+person approved, ``audience`` the resource it was issued for) get a row here beside
+django-oauth-toolkit's own, in the same transaction, so the bearer check, scopes, metering and
+the write guard are one path for both kinds (docs/adr/0004, docs/adr/0052). The row goes when
+the toolkit's token goes (``oauth_token`` cascades): revoked, rotated or purged.
 """
 
 from __future__ import annotations
@@ -41,6 +43,15 @@ class AccessToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    oauth_token = models.OneToOneField(
+        settings.OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="kody_token",
+    )
+    # The resources (RFC 8707) an OAuth token may be presented to; NULL for a PAT (any surface).
+    audience = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "access_tokens"

@@ -69,9 +69,12 @@ def create_token(
 
 
 def list_tokens(user: User, *, include_revoked: bool = False) -> list[AccessToken]:
+    """Both kinds: personal access tokens and the live access tokens of OAuth clients."""
     tokens = AccessToken.objects.filter(user=user)
     if not include_revoked:
-        tokens = tokens.filter(revoked_at__isnull=True)
+        tokens = tokens.filter(revoked_at__isnull=True).exclude(
+            kind=TokenKind.OAUTH, expires_at__lt=timezone.now()
+        )
     return list(tokens.order_by("-created_at", "-pk"))
 
 
@@ -111,11 +114,48 @@ def token_by_id(token_id: int) -> AccessToken | None:
     return token
 
 
+def note_mcp_use(token: AccessToken) -> None:
+    """First MCP use sets the person's first-connection signals; OAuth grants track use."""
+    from apps.accounts.oauth import grants
+
+    # Only when the debounced last-use stamp was just written (a token's first use is one):
+    # the common call pays nothing here.
+    if not getattr(token, "just_touched", False) and token.user.first_mcp_connected_at:
+        return
+    _record_agent_session(token)
+    if token.kind == TokenKind.OAUTH:
+        grants.record_use(token)
+    else:
+        User.objects.filter(pk=token.user_id, first_mcp_connected_at__isnull=True).update(
+            first_mcp_connected_at=timezone.now()
+        )
+
+
+def _record_agent_session(token: AccessToken) -> None:
+    from apps.accounts.models import McpAgentSession
+
+    now = timezone.now()
+    principal = token.principal_id
+    key = hashlib.sha256(f"{token.user.stable_user_id}\n{principal}".encode()).hexdigest()
+    McpAgentSession.objects.update_or_create(
+        do_id=key,
+        defaults={"last_seen_at": now},
+        create_defaults={
+            "user_id": token.user.stable_user_id,
+            "client_id": principal,
+            "client_name": token.name[:255],
+            "created_at": now,
+            "last_seen_at": now,
+        },
+    )
+
+
 class BearerBackend:
     """The object ``KODY_BEARER_BACKEND`` names (kody.callers.BearerBackend)."""
 
     authenticate_bearer = staticmethod(authenticate_bearer)
     token_by_id = staticmethod(token_by_id)
+    note_mcp_use = staticmethod(note_mcp_use)
 
 
 def _touch(token: AccessToken) -> None:
@@ -123,6 +163,7 @@ def _touch(token: AccessToken) -> None:
     stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_DEBOUNCE)
     if AccessToken.objects.filter(stale, pk=token.pk).update(last_used_at=now):
         token.last_used_at = now
+        token.just_touched = True  # type: ignore[attr-defined]
 
 
 def _clean_name(name: str) -> str:
