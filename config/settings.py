@@ -56,7 +56,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # Outermost: turns an outage raised anywhere below (a middleware included) into a 503.
+    # Outermost: as many requests inside as the pool has connections (kody.admission).
+    "kody.admission.AdmissionMiddleware",
+    # Turns an outage raised anywhere below (a middleware included) into a 503.
     "kody.middleware.ServiceUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "kody.input_guard.RefuseUnstorableTextMiddleware",

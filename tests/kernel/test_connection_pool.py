@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connection, connections
+from django.http import HttpRequest, HttpResponse
+from django.test import RequestFactory
 
-from kody.admission import Admission
+from kody.admission import AdmissionMiddleware
 from kody.dbpool import without_pool
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -89,43 +91,39 @@ def test_a_shard_consumer_thread_connects_directly_and_its_close_ends_the_sessio
 
 
 class Held:
-    """An ASGI app that answers once released, so a test controls who is inside."""
+    """What lies behind the door: answers once released, so a test controls who is inside."""
 
     def __init__(self) -> None:
         self.inside = 0
         self.release = asyncio.Event()
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, request: HttpRequest) -> HttpResponse:
         self.inside += 1
         await self.release.wait()
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
+        return HttpResponse("ok")
 
 
-async def call(app: Any, path: str, accept: str = "application/json") -> dict[str, Any]:
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b""}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {"type": "http", "path": path, "headers": [(b"accept", accept.encode())]}
-    await app(scope, receive, send)
-    headers = dict(sent[0]["headers"])
-    return {"status": sent[0]["status"], "headers": headers, "body": sent[1]["body"]}
+def door(held: Held, settings: Any, places: int, wait: float) -> AdmissionMiddleware:
+    settings.KODY_DB_POOL_SIZE = places
+    settings.KODY_DB_POOL_TIMEOUT = wait
+    return AdmissionMiddleware(held.__call__)  # a coroutine function, as Django passes
 
 
-def test_the_door_admits_as_many_requests_as_places_and_refuses_the_rest_with_a_code() -> None:
-    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any], int]:
+def get(path: str, accept: str = "application/json") -> HttpRequest:
+    return RequestFactory().get(path, HTTP_ACCEPT=accept)
+
+
+def test_the_door_admits_as_many_requests_as_places_and_refuses_the_rest_with_a_code(
+    settings: Any,
+) -> None:
+    async def scenario() -> tuple[list[HttpResponse], HttpResponse, int]:
         held = Held()
-        door = Admission(held, places=2, wait_seconds=0.3)
-        inside = [asyncio.create_task(call(door, "/api/v1/whoami")) for _ in range(2)]
+        entrance = door(held, settings, places=2, wait=0.3)
+        inside = [asyncio.create_task(entrance(get("/api/v1/whoami"))) for _ in range(2)]
         await asyncio.sleep(0.05)
-        refused = await call(door, "/api/v1/whoami")
+        refused = await entrance(get("/api/v1/whoami"))
         # A health probe is never held back, even with every place taken.
-        probe = asyncio.create_task(call(door, "/healthz"))
+        probe = asyncio.create_task(entrance(get("/healthz")))
         await asyncio.sleep(0.05)
         entered = held.inside
         held.release.set()
@@ -133,39 +131,46 @@ def test_the_door_admits_as_many_requests_as_places_and_refuses_the_rest_with_a_
 
     answered, refused, entered = asyncio.run(scenario())
     assert entered == 3  # two callers and the probe
-    assert [each["status"] for each in answered] == [200, 200, 200]
-    assert refused["status"] == 503
-    assert refused["headers"][b"retry-after"] == b"2"
-    assert json.loads(refused["body"])["error"]["code"] == "overloaded"
+    assert [each.status_code for each in answered] == [200, 200, 200]
+    assert refused.status_code == 503
+    assert refused["Retry-After"] == "2"
+    assert json.loads(refused.content)["error"]["code"] == "overloaded"
 
 
-def test_a_waiting_request_enters_once_a_place_frees() -> None:
+def test_a_waiting_request_enters_once_a_place_frees(settings: Any) -> None:
     async def scenario() -> list[int]:
         held = Held()
-        door = Admission(held, places=1, wait_seconds=5)
-        first = asyncio.create_task(call(door, "/account"))
+        entrance = door(held, settings, places=1, wait=5)
+        first = asyncio.create_task(entrance(get("/account")))
         await asyncio.sleep(0.05)
-        second = asyncio.create_task(call(door, "/account"))
+        second = asyncio.create_task(entrance(get("/account")))
         await asyncio.sleep(0.05)
         assert held.inside == 1  # the second waits at the door, not inside
         held.release.set()
-        return [each["status"] for each in await asyncio.gather(first, second)]
+        return [each.status_code for each in await asyncio.gather(first, second)]
 
     assert asyncio.run(scenario()) == [200, 200]
 
 
-def test_a_refused_page_request_gets_a_page_that_names_the_code() -> None:
-    async def scenario() -> dict[str, Any]:
+def test_a_refused_page_request_gets_a_page_that_names_the_code(settings: Any) -> None:
+    async def scenario() -> HttpResponse:
         held = Held()
-        door = Admission(held, places=1, wait_seconds=0.1)
-        first = asyncio.create_task(call(door, "/account", accept="text/html"))
+        entrance = door(held, settings, places=1, wait=0.1)
+        first = asyncio.create_task(entrance(get("/account", accept="text/html")))
         await asyncio.sleep(0.05)
-        refused = await call(door, "/account", accept="text/html")
+        refused = await entrance(get("/account", accept="text/html"))
         held.release.set()
         await first
         return refused
 
     refused = asyncio.run(scenario())
-    assert refused["status"] == 503
-    assert refused["headers"][b"content-type"].startswith(b"text/html")
-    assert b"overloaded" in refused["body"]
+    assert refused.status_code == 503
+    assert refused["Content-Type"].startswith("text/html")
+    assert b"overloaded" in refused.content
+
+
+def test_under_wsgi_the_door_stands_open(settings: Any) -> None:
+    entrance = door(Held(), settings, places=1, wait=0.1)
+    sync_entrance = AdmissionMiddleware(lambda request: HttpResponse("ok"))
+    assert entrance.async_mode and not sync_entrance.async_mode
+    assert [sync_entrance(get("/account")).status_code for _ in range(3)] == [200, 200, 200]
