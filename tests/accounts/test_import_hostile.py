@@ -375,12 +375,12 @@ def test_an_archive_cannot_choose_an_id_that_shares_anothers_schema(archive, unh
 
 
 def test_minting_skips_an_id_whose_schema_name_is_taken(victor, monkeypatch):
-    from apps.accounts.services import identity
+    from apps.accounts.services import identity_rules
 
     lookalike = victor.stable_user_id[:60] + "0000"
-    monkeypatch.setattr(identity, "stable_user_id_for", lambda email: lookalike)
+    monkeypatch.setattr(identity_rules, "stable_user_id_for", lambda email: lookalike)
 
-    minted = identity._mint_stable_user_id("someone@example.org")
+    minted = identity_rules._mint_stable_user_id("someone@example.org")
 
     assert minted != lookalike
     assert schema_name_for(minted) != schema_name_for(victor.stable_user_id)

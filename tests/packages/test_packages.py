@@ -159,9 +159,9 @@ def test_a_git_remote_write_token_opens_the_reconcile_horizon(as_owner, owner):
 
 
 def test_the_repo_limit_is_enforced_at_creation(as_owner, monkeypatch):
-    from apps.entitlements.services import enforcement
+    from apps.entitlements.services import count_limits
 
-    monkeypatch.setattr(enforcement, "limit_for", lambda plan, name: 1)
+    monkeypatch.setattr(count_limits, "limit_for", lambda plan, name: 1)
     as_owner.call("repoCreate", name="one")
     error = as_owner.error("repoCreate", 429, name="two")
     assert error["code"] == "limit_reached" and error["details"]["resource"] == "repos"
