@@ -1,5 +1,5 @@
 """Capabilities of the community domain; each module registers its group on import."""
 
-from apps.community.capabilities import listings
+from apps.community.capabilities import listings, social
 
-__all__ = ["listings"]
+__all__ = ["listings", "social"]
