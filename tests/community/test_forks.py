@@ -31,7 +31,7 @@ def test_a_fork_copies_the_pinned_commit_into_the_forkers_own_package(
 
     row = CommunityFork.objects.get(id=fork["id"])
     assert row.origin_commit == listing["pinnedCommit"] and row.listing_id == listing["id"]
-    assert (row.listing_name, row.listing_kody_id) == ("@ada/greeter", "@ada/greeter")
+    assert (row.listing_name, row.listing_kody_id) == ("greeter", "greeter")
     assert row.actor == "agent" and row.adopted_at is None
     got = as_owner.call("communityGet", listingId=listing["id"])["listing"]
     assert got["forkCount"] == 1

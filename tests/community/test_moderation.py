@@ -18,7 +18,7 @@ def test_a_report_is_recorded_and_rate_limited_per_reporter(as_owner, as_outside
     listing = publish_package(as_owner)
     made = as_outsider.call("communityReport", listingId=listing["id"], reason="spam")["report"]
     row = CommunityReport.objects.get(id=made["id"])
-    assert (row.status, row.listing_name, row.reason) == ("open", "@ada/greeter", "spam")
+    assert (row.status, row.listing_name, row.reason) == ("open", "greeter", "spam")
     for _ in range(moderation.REPORTS_PER_HOUR - 1):
         as_outsider.call("communityReport", listingId=listing["id"], reason="spam")
     limited = as_outsider.error("communityReport", 429, listingId=listing["id"], reason="spam")

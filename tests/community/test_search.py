@@ -17,7 +17,7 @@ def test_another_user_finds_and_reads_a_published_listing(as_owner, as_outsider)
     found = as_outsider.call("communitySearch", query="friendly greeting")
     [hit] = found["results"]
     assert hit["listingId"] == listing["id"] and hit["owner"] == "ada"
-    assert (hit["kodyId"], hit["name"]) == ("@ada/greeter", "@ada/greeter")
+    assert (hit["kodyId"], hit["name"]) == ("@ada/greeter", "greeter")
     assert found["nextCursor"] is None
 
     got = as_outsider.call("communityGet", listingId=listing["id"])["listing"]

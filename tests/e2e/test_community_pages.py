@@ -42,8 +42,8 @@ def test_community_pages_render_for_a_visitor(browser: Any, site: str) -> None:
     expect(page.get_by_text("0 followers")).to_be_visible()
 
     page.get_by_role("link", name=f"@{author.username}/greeter").click()
-    expect(page.get_by_role("heading", name=f"@{author.username}/greeter")).to_be_visible()
-    expect(page.get_by_role("heading", name="Greeter")).to_be_visible()
+    expect(page.get_by_role("heading", name="greeter", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="Greeter", exact=True)).to_be_visible()
     expect(page.get_by_text(listing["id"]).first).to_be_visible()
     assert page.evaluate("window.__pwned === undefined")
     icon_ok = page.evaluate(

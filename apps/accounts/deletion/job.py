@@ -281,6 +281,12 @@ def _out_of_band(deletion: AccountDeletion, owner: Owner, report: StepReport) ->
     for prefix, bucket in _listing_icon_prefixes(owner):
         report.deleted.setdefault("blob:community_icons", 0)
         report.deleted["blob:community_icons"] += blobs.purge_prefix(bucket, prefix)
+    report.deleted["kv:community_listings"] = sum(
+        store.delete_prefix(surface.name.replace("{listingId}", listing))
+        for listing in _listing_ids(owner)
+        for surface in OUT_OF_BAND_SURFACES
+        if surface.kind == "listing_kv_prefix"
+    )
     _repo_sources_out_of_band(owner, report)
     report.deleted["kv"] = store.delete_user_keys(owner.stable_id)
     for surface in OUT_OF_BAND_SURFACES:
@@ -326,15 +332,18 @@ def _repo_sources_out_of_band(owner: Owner, report: StepReport) -> None:
             report.deleted["source_repo_refs"] += cursor.rowcount
 
 
-def _listing_icon_prefixes(owner: Owner) -> list[tuple[str, str]]:
-    """``community-icon:v*/{listingId}/`` of the user's own listings."""
+def _listing_ids(owner: Owner) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id FROM community_listings WHERE owner_user_id = %s", [owner.stable_id]
         )
-        listing_ids = [row[0] for row in cursor.fetchall()]
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _listing_icon_prefixes(owner: Owner) -> list[tuple[str, str]]:
+    """``community-icon:v*/{listingId}/`` of the user's own listings."""
     prefixes = []
-    for listing in listing_ids:
+    for listing in _listing_ids(owner):
         for version in ("v1", "v2", "v3"):
             prefixes.append((f"community-icon:{version}/{listing}/", "community_assets"))
     return prefixes

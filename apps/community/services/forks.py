@@ -81,7 +81,8 @@ def fork(
             forked_source_id=source.id,
             target_kody_id=name,
             listing_name=listing.name,
-            listing_kody_id=listing.kody_id,
+            # Leaves only: provenance outlives the listing without naming its owner.
+            listing_kody_id=leaf(listing.kody_id),
             actor=ForkActor.HUMAN if surface == "ui" else ForkActor.AGENT,
         )
 

@@ -148,7 +148,7 @@ def _save(
             was_active = not created and listing.status == ListingStatus.ACTIVE
             listing.source_id = source_id
             listing.kody_id = manifest.name
-            listing.name = manifest.name
+            listing.name = manifest.short_name
             listing.description = manifest.description
             listing.tags_json = list(manifest.tags)
             listing.category = manifest.category
