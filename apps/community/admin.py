@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from apps.community import models as m
-from apps.community.services import moderation
+from apps.community.services import listings, moderation
 from kody.adminkit import ReadOnlyModelAdmin
 
 
@@ -18,6 +18,14 @@ class CommunityListingAdmin(admin.ModelAdmin):
     list_filter = ("status", "category")
     search_fields = ("kody_id", "name", "owner_user_id", "package_id")
     date_hierarchy = "published_at"
+
+    # A hard delete also removes the snapshot, icons, vector and the rows others left on it.
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        listings.hard_delete(obj.id)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for row in queryset:
+            listings.hard_delete(row.id)
 
 
 @admin.register(m.CommunityRating)

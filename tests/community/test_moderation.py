@@ -87,3 +87,24 @@ def test_the_activity_list_carries_no_content(
     text = str(events)
     assert "SECRET NOTE" not in text and outsider.stable_user_id not in text
     assert outsider.email not in text and "greet(" not in text
+
+
+def test_an_operators_hard_delete_removes_everything_but_forks(
+    as_owner, as_outsider, operator_client
+):
+    from apps.community.models import CommunityFork, CommunityRating
+    from apps.community.services import icons
+    from kody.blobs.buckets import list_prefix
+    from kody.kv import keys as kv_keys
+    from kody.kv import store as kv
+
+    listing = publish_package(as_owner)
+    fork = as_outsider.call("communityFork", listingId=listing["id"])["fork"]
+    as_outsider.call("communityRate", listingId=listing["id"], stars=2, adaptationEffort=3)
+    url = reverse("admin:community_communitylisting_delete", args=[listing["id"]])
+    assert operator_client.post(url, {"post": "yes"}).status_code == 302
+    assert not CommunityListing.objects.filter(id=listing["id"]).exists()
+    assert not CommunityRating.objects.filter(listing_id=listing["id"]).exists()
+    assert kv.get(kv_keys.community_snapshot(listing["id"])) is None
+    assert list(list_prefix(icons.BUCKET, f"community-icon:v3/{listing['id']}/")) == []
+    assert CommunityFork.objects.filter(id=fork["id"]).exists()

@@ -221,3 +221,17 @@ def unpublish(user_id: str, listing_id: str) -> dict[str, Any]:
         index.delete_community([listing.id])
     icons.prune(listing.id, None)
     return {"listing": {"id": listing.id, "status": listing.status}}
+
+
+def hard_delete(listing_id: str) -> None:
+    """An operator's removal: the listing, the rows others left on it, its snapshot, icons and
+    vector. Forks made from it keep their provenance rows (the seed's rule)."""
+    from apps.community.models import CommunityRating, CommunityReport, CommunityStar
+
+    with transaction.atomic():
+        for model in (CommunityRating, CommunityStar, CommunityReport, CommunityActivityEvent):
+            model.objects.filter(listing_id=listing_id).delete()
+        CommunityListing.objects.filter(id=listing_id).delete()
+        kv.delete(kv_keys.community_snapshot(listing_id))
+        index.delete_community([listing_id])
+    icons.prune(listing_id, None)
