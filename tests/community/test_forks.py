@@ -84,3 +84,25 @@ def test_deleting_the_forked_package_removes_the_fork_row(as_owner, as_outsider)
     as_outsider.call("packageDelete", packageId=fork["packageId"])
     assert not CommunityFork.objects.filter(id=fork["id"]).exists()
     assert CommunityListing.objects.filter(id=listing["id"]).exists()
+
+
+def test_a_person_uses_a_platform_package_only_through_a_fork(as_outsider):
+    """Decision 0036: a person's package cannot import an official package across accounts;
+    forking it into their own scope is the way in."""
+    from tests.accounts.factories import UserFactory
+    from tests.community.conftest import package_files
+    from tests.packages.conftest import Agent
+
+    platform = Agent(UserFactory(username="kodyhq", account_type="platform"))
+    listing = publish_package(platform, name="github", description="Official GitHub helpers.")
+    user_code = {
+        **package_files("ben", "mine"),
+        "mod.ts": 'import { greet } from "kody:@kodyhq/github";\nexport const hi = greet("x");\n',
+    }
+    refused = as_outsider.error("packageSave", 422, files=user_code)
+    assert "imports" in {c["name"] for c in refused["details"]["failed"]}
+
+    as_outsider.call("communityFork", listingId=listing["id"])
+    user_code["mod.ts"] = user_code["mod.ts"].replace("@kodyhq/github", "@ben/github")
+    saved = as_outsider.call("packageSave", files=user_code)
+    assert saved["package"]["name"] == "@ben/mine"
