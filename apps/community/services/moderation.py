@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -44,12 +44,14 @@ def report(user_id: str, listing_id: str, reason: str) -> dict[str, Any]:
     if not reason:
         raise InvalidInput("Say what is wrong with the listing.", details={"field": "reason"})
     with transaction.atomic():
-        # One reporter's reports are counted under a lock on their own rows' window, so two
-        # concurrent reports cannot both slip under the limit.
-        recent = CommunityReport.objects.select_for_update().filter(
+        # Count and insert under a per-reporter advisory lock, so concurrent reports from one
+        # person cannot all slip under the limit.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"report:{user_id}"])
+        recent = CommunityReport.objects.filter(
             reporter_user_id=user_id, created_at__gte=timezone.now() - REPORT_WINDOW
         )
-        if len(list(recent.values_list("id", flat=True))) >= REPORTS_PER_HOUR:
+        if recent.count() >= REPORTS_PER_HOUR:
             raise RateLimited(
                 f"At most {REPORTS_PER_HOUR} reports an hour; try again later.",
                 code="report_rate_limited",
