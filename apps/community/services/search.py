@@ -78,7 +78,8 @@ def _ranked(rows: Any, query: str) -> list[tuple[float, Any]]:
             "id", flat=True
         )[:TEXT_CANDIDATES]
     )
-    candidates = list(rows.filter(id__in=set(similarity) | set(text_ids)))
+    # Readmes can be 100 KB each; ranking never reads them.
+    candidates = list(rows.filter(id__in=set(similarity) | set(text_ids)).defer("readme_content"))
     lowered = query.lower()
     scored = []
     for row in candidates:
