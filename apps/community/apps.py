@@ -10,10 +10,18 @@ class CommunityConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete
 
+        from apps.community.models import CommunityListing
         from apps.community.services.forks import forget_package
+        from apps.community.services.listings import hard_delete
         from apps.packages.models import SavedPackage
 
         def package_deleted(sender: object, instance: SavedPackage, **kwargs: object) -> None:
+            # The fork row goes with the forked package; a listing cannot outlive the package
+            # (and repo) it pins.
             forget_package(instance.user_id, instance.id)
+            for listing_id in CommunityListing.objects.filter(
+                owner_user_id=instance.user_id, package_id=instance.id
+            ).values_list("id", flat=True):
+                hard_delete(listing_id)
 
         post_delete.connect(package_deleted, sender=SavedPackage, weak=False)

@@ -155,3 +155,14 @@ def test_a_banned_user_cannot_publish(as_owner, owner, operator):
 def test_an_unpublished_package_cannot_be_listed(as_owner):
     error = as_owner.error("communityPublish", 404, packageId="nope")
     assert error["code"] == "package_not_found"
+
+
+def test_deleting_the_package_takes_its_listing_down(as_owner, as_outsider):
+    listing = publish_package(as_owner)
+    as_outsider.call("communityStar", listingId=listing["id"])
+    as_owner.call("packageDelete", packageId=listing["packageId"])
+    assert not CommunityListing.objects.filter(id=listing["id"]).exists()
+    assert kv.get(kv_keys.community_snapshot(listing["id"])) is None
+    assert icon_keys(listing["id"]) == []
+    assert as_outsider.error("communityFork", 404, listingId=listing["id"])
+    assert as_outsider.call("communityStarredList")["listings"] == []

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from apps.community.models import CommunityFork, ForkActor
 from apps.community.services import reads
-from apps.community.services.listings import leaf
+from apps.community.services.listings import ListingNotFound, leaf
 from apps.packages.models import EntitySource
 from apps.packages.services import packages
 from apps.packages.services.git import read_tree
@@ -68,7 +68,11 @@ def fork(
             "targetKodyId must be a package name: lowercase letters, digits, '.', '_', '-'.",
             details={"targetKodyId": target_kody_id},
         )
-    origin = EntitySource.objects.get(id=listing.source_id, user_id=listing.owner_user_id)
+    origin = EntitySource.objects.filter(
+        id=listing.source_id, user_id=listing.owner_user_id
+    ).first()
+    if origin is None:
+        raise ListingNotFound(details={"listingId": listing_id})
     files = _renamed(read_tree(origin.repo_id, listing.pinned_commit), name)
     made: dict[str, CommunityFork] = {}
 
