@@ -13,6 +13,7 @@ urlpatterns = [
     path("", include("apps.mailbox.urls")),
     path("", include("apps.packages.urls")),
     path("", include("apps.jobs.urls")),
+    path("", include("apps.community.urls")),
     # /mcp is served in front of Django by config.asgi (the MCP SDK's Streamable HTTP app).
     path("api/v1/", include("kody.api.urls")),
 ]

@@ -63,7 +63,7 @@ class ExcludedTable:
 class OutOfBandSurface:
     """Actor schemas, blob prefixes, KV key schemes and vector namespaces."""
 
-    kind: str  # actor | blob_prefix | kv_prefix | repo_kv_prefix | vectors
+    kind: str  # actor | blob_prefix | kv_prefix | repo_kv_prefix | listing_kv_prefix | vectors
     name: str
     export: bool
     note: str = ""
@@ -226,7 +226,8 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
     TableTarget("community_stars", Match.USER_ID),
     _listing_child("community_activity_events"),
     TableTarget("community_activity_events", Match.USER_COLUMNS, columns=("actor_user_id",)),
-    _listing_child("community_forks"),
+    # Forks made *from* the user's listings are the forkers' rows and keep their provenance
+    # snapshot (listing name and kody id leaf, no owner id), so no listing_child here.
     TableTarget("community_forks", Match.USER_COLUMNS, columns=("forker_user_id",)),
     _listing_child("community_reports"),
     TableTarget(
@@ -451,6 +452,23 @@ OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
         export=True,
         note="icons of the user's own community listings (and older key versions)",
         extra={"bucket": "community_assets", "scope": "community_listings.owner_user_id"},
+    ),
+    # Per-listing KV (BUNDLE_ARTIFACTS_KV): the public snapshot and the icon descriptors of
+    # each of the user's own listings, older descriptor versions included; not exported.
+    OutOfBandSurface(
+        "listing_kv_prefix",
+        "community-snapshot:v1:{listingId}",
+        export=False,
+        note="public listing snapshot (one key per listing)",
+    ),
+    *(
+        OutOfBandSurface(
+            "listing_kv_prefix",
+            f"derived-cache:v1:community-icon:{version}:{{listingId}}:",
+            export=False,
+            note="icon descriptors of the user's listings",
+        )
+        for version in ("v1", "v2", "v3")
     ),
     OutOfBandSurface(
         "blob_prefix",

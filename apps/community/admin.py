@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.http import HttpRequest
 
 from apps.community import models as m
+from apps.community.services import listings, moderation
 from kody.adminkit import ReadOnlyModelAdmin
 
 
@@ -14,6 +18,14 @@ class CommunityListingAdmin(admin.ModelAdmin):
     list_filter = ("status", "category")
     search_fields = ("kody_id", "name", "owner_user_id", "package_id")
     date_hierarchy = "published_at"
+
+    # A hard delete also removes the snapshot, icons, vector and the rows others left on it.
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        listings.hard_delete(obj.id)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for row in queryset:
+            listings.hard_delete(row.id)
 
 
 @admin.register(m.CommunityRating)
@@ -26,15 +38,61 @@ class CommunityRatingAdmin(admin.ModelAdmin):
 
 @admin.register(m.CommunityReport)
 class CommunityReportAdmin(admin.ModelAdmin):
+    """Triage: an open report becomes resolved or dismissed with a note; the moderator and the
+    time are recorded and an audit event written (apps.community.services.moderation)."""
+
     list_display = ("listing_name", "listing_id", "reporter_user_id", "status", "created_at")
     list_filter = ("status",)
     search_fields = ("listing_id", "listing_name", "reporter_user_id", "listing_owner_user_id")
+    actions = ("resolve", "dismiss")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [
+            f.name
+            for f in self.model._meta.concrete_fields
+            if f.name not in ("status", "resolution_note")
+        ]
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if obj.status == m.ReportStatus.OPEN:
+            super().save_model(request, obj, form, change)
+            return
+        moderation.triage(obj.id, request.user.stable_user_id, obj.status, obj.resolution_note)
+
+    def _triage(self, request: HttpRequest, queryset: Any, status: str) -> None:
+        for row in queryset.filter(status=m.ReportStatus.OPEN):
+            moderation.triage(row.id, request.user.stable_user_id, status)
+
+    @admin.action(description="Resolve selected reports")
+    def resolve(self, request: HttpRequest, queryset: Any) -> None:
+        self._triage(request, queryset, m.ReportStatus.RESOLVED)
+
+    @admin.action(description="Dismiss selected reports")
+    def dismiss(self, request: HttpRequest, queryset: Any) -> None:
+        self._triage(request, queryset, m.ReportStatus.DISMISSED)
 
 
 @admin.register(m.CommunityBan)
 class CommunityBanAdmin(admin.ModelAdmin):
+    """Banning hides the user's listings and stops them publishing; the banning operator is the
+    one signed in, never typed."""
+
     list_display = ("user_id", "banned_by_user_id", "created_at")
     search_fields = ("user_id",)
+    readonly_fields = ("banned_by_user_id", "created_at")
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        moderation.ban(obj.user_id, request.user.stable_user_id, obj.reason)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        moderation.unban(obj.user_id, request.user.stable_user_id)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for row in queryset:
+            moderation.unban(row.user_id, request.user.stable_user_id)
 
 
 @admin.register(m.CommunityStar)

@@ -176,3 +176,38 @@ def delete_in_namespace(namespace: str, vector_ids: Iterable[str]) -> int:
         namespace=namespace, vector_id__in=list(vector_ids)
     ).delete()
     return deleted
+
+
+# Public community listings share one namespace; ``owner_user_id`` is the publisher, so
+# ``delete_all_for_user`` still removes a deleted account's listing vectors.
+COMMUNITY_NAMESPACE = "__kody_community__"
+
+
+def upsert_community(owner_user_id: str, item: Item) -> None:
+    tag = model_tag()
+    VectorEntry.objects.bulk_create(
+        [
+            VectorEntry(
+                namespace=COMMUNITY_NAMESPACE,
+                vector_id=item.vector_id,
+                owner_user_id=_owner(owner_user_id),
+                embedding=list(item.embedding),
+                metadata=item.metadata,
+                model=tag,
+            )
+        ],
+        update_conflicts=True,
+        unique_fields=["namespace", "vector_id"],
+        update_fields=["owner_user_id", "embedding", "metadata", "model", "updated_at"],
+    )
+
+
+def query_community(embedding: Sequence[float], *, top_k: int = 100) -> list[Match]:
+    return _nearest(Q(namespace=COMMUNITY_NAMESPACE), embedding, top_k, None)
+
+
+def delete_community(vector_ids: Iterable[str]) -> int:
+    deleted, _ = VectorEntry.objects.filter(
+        namespace=COMMUNITY_NAMESPACE, vector_id__in=list(vector_ids)
+    ).delete()
+    return deleted

@@ -30,8 +30,8 @@ APPS = ROOT / "apps"
 # bottom, which every app builds on.
 APP_ORDER = (
     "accounts",
-    "community",
     "packages",
+    "community",
     "entitlements",
     "jobs",
     "mailbox",

@@ -347,6 +347,12 @@ def _out_of_band(deletion: AccountDeletion, owner: Owner, report: StepReport) ->
     for prefix, bucket in _listing_icon_prefixes(owner):
         report.deleted.setdefault("blob:community_icons", 0)
         report.deleted["blob:community_icons"] += blobs.purge_prefix(bucket, prefix)
+    report.deleted["kv:community_listings"] = sum(
+        store.delete_prefix(surface.name.replace("{listingId}", listing))
+        for listing in _listing_ids(owner)
+        for surface in OUT_OF_BAND_SURFACES
+        if surface.kind == "listing_kv_prefix"
+    )
     _repo_sources_out_of_band(owner, report)
     report.deleted["kv"] = store.delete_user_keys(owner.stable_id)
     for surface in OUT_OF_BAND_SURFACES:
@@ -392,19 +398,23 @@ def _repo_sources_out_of_band(owner: Owner, report: StepReport) -> None:
             report.deleted["source_repo_refs"] += cursor.rowcount
 
 
-def _listing_icon_prefixes(owner: Owner) -> list[tuple[str, str]]:
-    """``community-icon:v*/{listingId}/`` of the user's own listings and
-    ``identity-icon:v1/{repoId}/`` of the user's repos."""
+def _listing_ids(owner: Owner) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id FROM community_listings WHERE owner_user_id = %s", [owner.stable_id]
         )
-        listing_ids = [row[0] for row in cursor.fetchall()]
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _listing_icon_prefixes(owner: Owner) -> list[tuple[str, str]]:
+    """``community-icon:v*/{listingId}/`` of the user's own listings and
+    ``identity-icon:v1/{repoId}/`` of the user's repos."""
+    with connection.cursor() as cursor:
         # Identity icons hang off the user's repos (seed: every entity_sources.repo_id).
         cursor.execute("SELECT repo_id FROM entity_sources WHERE user_id = %s", [owner.stable_id])
         repo_ids = [row[0] for row in cursor.fetchall()]
     prefixes = []
-    for listing in listing_ids:
+    for listing in _listing_ids(owner):
         for version in ("v1", "v2", "v3"):
             prefixes.append((f"community-icon:{version}/{listing}/", "community_assets"))
     for repo in repo_ids:

@@ -117,7 +117,19 @@ def _refuse(report_checks: list[dict[str, Any]]) -> ChecksFailed:
 
 
 def save(user: Any, files: dict[str, str], package_id: str | None = None) -> dict[str, Any]:
-    data = _files(files)
+    return save_files(user, _files(files), package_id)
+
+
+def save_files(
+    user: Any,
+    data: dict[str, bytes],
+    package_id: str | None = None,
+    *,
+    message: str = "Save package via packageSave",
+    on_created: Any = None,
+) -> dict[str, Any]:
+    """``save`` for files already checked as paths and bytes (binary ones too: a community
+    fork copies icons). ``on_created(package, source)`` runs inside the creating transaction."""
     uid = user.stable_user_id
     package = owned(uid, package_id) if package_id else None
     report = run_checks(uid, user.username, data, package_id=package.id if package else None)
@@ -155,7 +167,7 @@ def save(user: Any, files: dict[str, str], package_id: str | None = None) -> dic
                 source.repo_id,
                 data,
                 parent=parent,
-                message="Save package via packageSave",
+                message=message,
                 author=_author(user),
             )
             result = publish(
@@ -170,6 +182,8 @@ def save(user: Any, files: dict[str, str], package_id: str | None = None) -> dic
             )
             if result.status == REJECTED:
                 raise _refuse(result.checks)
+            if on_created is not None and created_repo is not None:
+                on_created(package, source)
     except IntegrityError as exc:
         _drop_blobs(created_repo)
         raise InvalidInput(

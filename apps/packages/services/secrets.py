@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -25,7 +25,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts import policy
-from apps.community.models import CommunityFork
 from apps.packages.models import SavedPackage, SecretBucket, SecretEntry
 from apps.packages.models.secrets import SecretScope
 from apps.packages.services import crypto
@@ -33,6 +32,15 @@ from kody.errors import Forbidden, InvalidInput, NotFound
 
 log = logging.getLogger(__name__)
 ROTATE_BATCH = 500
+
+# Forks live in community, an app built on this one; it registers how to tell that a package
+# is someone's fork they have not adopted yet (``register_unadopted_fork_check``).
+_unadopted_fork_checks: list[Callable[[str, str], bool]] = []
+
+
+def register_unadopted_fork_check(check: Callable[[str, str], bool]) -> None:
+    """``check(user_id, package_id)``: True when the package is the user's unadopted fork."""
+    _unadopted_fork_checks[:] = [check]
 
 
 class SecretNotFound(NotFound):
@@ -266,10 +274,7 @@ def _package_may_use(user_id: str, package_id: str, entry: SecretEntry) -> bool:
         return True
     if not _owns_package(user_id, package_id):
         return False
-    unadopted_fork = CommunityFork.objects.filter(
-        forker_user_id=user_id, forked_package_id=package_id, adopted_at__isnull=True
-    ).exists()
-    return not unadopted_fork
+    return not any(check(user_id, package_id) for check in _unadopted_fork_checks)
 
 
 @dataclass

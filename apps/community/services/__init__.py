@@ -1,0 +1,2 @@
+"""Community operations: listings, search, forks, social rows, moderation. Capabilities,
+views and admin actions call these; nothing here trusts its caller's ids."""
