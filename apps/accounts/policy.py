@@ -76,6 +76,20 @@ def count_limit(user: Any, resource: str) -> Any:
     return _count_limits[0](user, resource)
 
 
+_first_mcp_use: list[Any] = []
+
+
+def register_first_mcp_client_use(settle: Any) -> None:
+    """Name what settles a person's first use of an MCP client (entitlements: the
+    second-agent gift), called as ``settle(user_pk, now=...)`` and returning True when it
+    granted something."""
+    _first_mcp_use[:] = [settle]
+
+
+def first_mcp_client_use(user_pk: int, now: Any) -> bool:
+    return any(settle(user_pk, now=now) for settle in _first_mcp_use)
+
+
 def _write_leases() -> WriteLeases:
     if not _leases:
         raise ImproperlyConfigured("no write-lease keeper registered (is entitlements installed?)")

@@ -27,6 +27,7 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken as ToolkitAccessToken
 from oauth2_provider.models import Application, Grant, RefreshToken
 
+from apps.accounts import policy
 from apps.accounts.models import AccessToken, OAuthGrant, TokenKind, User
 from apps.accounts.services import audit
 from kody.errors import NotFound
@@ -34,8 +35,6 @@ from kody.errors import NotFound
 logger = logging.getLogger(__name__)
 
 LAST_USED_DEBOUNCE = timedelta(minutes=5)
-SECOND_AGENT_GIFT = timedelta(days=14)
-SECOND_AGENT_CLIENTS = 2
 PURGE_BATCH = 500
 ABANDONED_CLIENT_AGE = timedelta(days=1)
 PURGE_BUDGET_SECONDS = 30.0
@@ -144,40 +143,9 @@ def record_use(token: AccessToken) -> bool:
     User.objects.filter(pk=token.user_id, mcp_client_name__isnull=True).update(
         mcp_client_name=client_name[:255]
     )
-    return settle_second_agent_gift(token.user_id, now=now)
-
-
-def settle_second_agent_gift(user_id: int, *, now: datetime) -> bool:
-    """Write the gift once when distinct used clients reach two; True if this call wrote it."""
-    from apps.entitlements.plans import Plan, effective_plan_for
-
-    with transaction.atomic():
-        user = User.objects.select_for_update().get(pk=user_id)
-        if user.second_agent_standard_gift_granted_at is not None:
-            return False
-        used = (
-            OAuthGrant.objects.filter(user_id=user_id, first_used_at__isnull=False)
-            .values("client_id")
-            .distinct()
-            .count()
-        )
-        if used < SECOND_AGENT_CLIENTS:
-            return False
-        raises = effective_plan_for(user, now=now) is Plan.FREE
-        user.second_agent_standard_gift_granted_at = now
-        user.second_agent_standard_gift_expires_at = now + SECOND_AGENT_GIFT if raises else None
-        user.save(
-            update_fields=[
-                "second_agent_standard_gift_granted_at",
-                "second_agent_standard_gift_expires_at",
-            ]
-        )
-        stable_user_id = user.stable_user_id
-    if raises:
-        from apps.entitlements.services.plan_cache import invalidate_plan_now
-
-        invalidate_plan_now(stable_user_id)
-    return True
+    # The second-agent gift is a plan grant: entitlements, an app built on this one, settles it
+    # (registered with the policy when it loads).
+    return policy.first_mcp_client_use(token.user_id, now)
 
 
 # --- purge and export ----------------------------------------------------------------------
