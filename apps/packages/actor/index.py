@@ -427,6 +427,7 @@ class RepoSessionIndex(Actor):
                 :CLEANUP_BATCH
             ]
         )
+        removed = [{"id": row.id, "repoId": row.source_repo_id} for row in due]
         for row in due:
             blobs.purge_prefix(BUCKET, blobs.repo_session_prefix(row.id))
             m.RepoSessionFile.objects.filter(session_id=row.id).delete()
@@ -436,7 +437,8 @@ class RepoSessionIndex(Actor):
             ).delete()
             row.delete()
         self._sync_due()
-        return {"removed": [row.id for row in due], "repoIds": [r.source_repo_id for r in due]}
+        # Ids read before the deletes (a deleted instance forgets its primary key).
+        return {"removed": [r["id"] for r in removed], "repoIds": [r["repoId"] for r in removed]}
 
     # --- deletion and export --------------------------------------------------------------------
 
