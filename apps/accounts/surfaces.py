@@ -368,6 +368,14 @@ OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
         "kody.userschema.schemas.purge_schema after each actor app has exported its tables",
     ),
     OutOfBandSurface(
+        "actor",
+        "repo_session",
+        export=False,
+        note="RepoSession workspaces (a session's changed files, keyed by session id) are "
+        "ephemeral editing scratch, not portable: the repo_session_index section exports the "
+        "catalog, and the sources themselves are exported as artifact_repos",
+    ),
+    OutOfBandSurface(
         "vectors",
         "kody_vectors",
         export=False,
@@ -449,7 +457,8 @@ OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
         "blob_prefix",
         "repo-session:{sessionId}/",
         export=False,
-        note="ephemeral editing-session spill bytes; not portable, deleted with the session",
+        note="ephemeral editing-session spill bytes; not portable, deleted with the session "
+        "(deletion lists the sessions from RepoSessionIndex.blob_prefixes, failing closed)",
         extra={"bucket": "repo_session_blobs", "scope": "repo sessions of the user"},
     ),
     OutOfBandSurface(
@@ -488,6 +497,11 @@ class ActorSurface:
       "next_cursor": ...}``. Deletion reads every page *before* ``purge`` and deletes those
       blobs first, then sweeps the owner's blob prefixes.
 
+    * ``blob_prefixes() -> dict`` — optional: ``{"prefixes": [{"bucket", "prefix"}, ...]}``,
+      blob prefixes keyed by something other than the user (a repo session's id) that only
+      the actor can list. Deletion purges each before ``purge``; if the list cannot be read
+      the deletion stops and the account is kept (a rerun continues).
+
     * ``import_page(page: dict) -> dict`` — optional: restore one page exactly as
       ``export_pages`` returned it (``manage.py import_account``), idempotently (a rerun of the
       same page changes nothing); returns ``{"imported": {table: count}}``. Pages arrive in
@@ -511,6 +525,7 @@ class ActorSurface:
     note: str = ""
     import_page: str | None = None
     import_note: str = ""
+    blob_prefixes: str | None = None
 
 
 _ACTOR_SURFACES: dict[str, ActorSurface] = {}

@@ -9,6 +9,7 @@ register_actor(
         purge="purge",
         export_pages="export_pages",
         export_section="repo_session_index",
+        blob_prefixes="blob_prefixes",
         import_note="editing sessions are ephemeral scratch: the catalog is exported for the "
         "record and not restored (the sources they edited are)",
         note="the session catalog; workspaces (changed files, spill in repo_session_blobs "

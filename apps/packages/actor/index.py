@@ -443,11 +443,13 @@ class RepoSessionIndex(Actor):
     # --- deletion and export --------------------------------------------------------------------
 
     @deletion_safe
-    def session_refs(self) -> dict[str, Any]:
-        """Every session (any status) with its repo: the deletion inventory."""
+    def blob_prefixes(self) -> dict[str, Any]:
+        """The spill prefix of every session in the catalog, whatever its status."""
         self._check_owner()
-        rows = m.RepoSession.objects.order_by("id").values_list("id", "source_repo_id")
-        return {"sessions": [{"id": sid, "repoId": repo} for sid, repo in rows]}
+        ids = m.RepoSession.objects.order_by("id").values_list("id", flat=True)
+        return {
+            "prefixes": [{"bucket": BUCKET, "prefix": blobs.repo_session_prefix(i)} for i in ids]
+        }
 
     @deletion_safe
     def purge(self) -> dict[str, Any]:
