@@ -26,7 +26,7 @@ from django.db.models import Min, Sum
 from django.utils import timezone
 
 from apps.packages.actor import models as m
-from apps.packages.models import RepoSessionDueOwner, UserStorageBucket
+from apps.packages.models import RepoSessionDueOwner, SourceRepoRef, UserStorageBucket
 from kody import blobs
 from kody.actors import Actor, OwnerMismatch, deletion_safe, reads
 from kody.errors import Conflict, InvalidInput, NotFound
@@ -427,9 +427,12 @@ class RepoSessionIndex(Actor):
                 :CLEANUP_BATCH
             ]
         )
-        removed = [{"id": row.id, "repoId": row.source_repo_id} for row in due]
+        removed = [row.id for row in due]  # read first: a deleted instance forgets its id
         for row in due:
             blobs.purge_prefix(BUCKET, blobs.repo_session_prefix(row.id))
+            SourceRepoRef.objects.filter(
+                repo_id=row.source_repo_id, name=f"refs/heads/{row.session_branch}"
+            ).delete()
             m.RepoSessionFile.objects.filter(session_id=row.id).delete()
             m.RepoSessionCheckRun.objects.filter(session_id=row.id).delete()
             UserStorageBucket.objects.filter(
@@ -437,8 +440,7 @@ class RepoSessionIndex(Actor):
             ).delete()
             row.delete()
         self._sync_due()
-        # Ids read before the deletes (a deleted instance forgets its primary key).
-        return {"removed": [r["id"] for r in removed], "repoIds": [r["repoId"] for r in removed]}
+        return {"removed": removed}
 
     # --- deletion and export --------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from apps.packages.actor.index import RepoSessionIndex
-from apps.packages.models import RepoSessionDueOwner, SourceRepoRef
+from apps.packages.models import RepoSessionDueOwner
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +44,5 @@ def cleanup_due(batch: int) -> Pass:
             RepoSessionDueOwner.objects.filter(user_id=user_id).update(due_at=now + RETRY_AFTER)
             done.failed += 1
             continue
-        for session_id, repo_id in zip(answer["removed"], answer["repoIds"], strict=True):
-            SourceRepoRef.objects.filter(
-                repo_id=repo_id, name=f"refs/heads/kody-session/{session_id}"
-            ).delete()
         done.removed += len(answer["removed"])
     return done
