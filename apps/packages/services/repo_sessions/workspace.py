@@ -13,9 +13,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import posixpath
+import stat
 from typing import Any
 
 from django.core.files.base import ContentFile
+from dulwich.errors import NotTreeError
+from dulwich.object_store import tree_lookup_path
 
 from apps.packages.actor.index import BUCKET, RepoSessionIndex, SessionNotActive
 from apps.packages.services.git import BucketObjectStore, read_tree
@@ -91,6 +94,27 @@ class Tree:
         self.id: str = self.session["id"]
         self.changes = {f["path"]: f for f in answer["files"]}
         self._base: dict[str, bytes] | None = None
+        self._objects: BucketObjectStore | None = None
+
+    def _store(self) -> BucketObjectStore:
+        if self._objects is None:
+            self._objects = BucketObjectStore(self.session["sourceRepoId"])
+        return self._objects
+
+    def base_get(self, path: str) -> bytes | None:
+        """One path of the base commit, found through its trees (an edit of a few files need
+        not read every blob of the base)."""
+        if self._base is not None:
+            return self._base.get(path)
+        if not self.session["baseCommit"]:
+            return None
+        store = self._store()
+        try:
+            root = store[self.session["baseCommit"].encode()].tree  # type: ignore[attr-defined]
+            mode, sha = tree_lookup_path(store.__getitem__, root, path.encode())
+        except (KeyError, NotTreeError):
+            return None
+        return store[sha].as_raw_string() if stat.S_ISREG(mode) else None
 
     @property
     def base(self) -> dict[str, bytes]:
@@ -98,14 +122,14 @@ class Tree:
             self._base = {}  # a session on an empty repo starts from nothing
         if self._base is None:
             repo = self.session["sourceRepoId"]
-            self._base = read_tree(repo, self.session["baseCommit"], store=BucketObjectStore(repo))
+            self._base = read_tree(repo, self.session["baseCommit"], store=self._store())
         return self._base
 
     def read(self, path: str) -> bytes | None:
         entry = self.changes.get(path)
         if entry is not None:
             return None if entry["deleted"] else content_of(entry)
-        return self.base.get(path)
+        return self.base_get(path)
 
     def files(self) -> dict[str, bytes]:
         out = dict(self.base)
@@ -118,7 +142,7 @@ class Tree:
 
     def change_for(self, path: str, data: bytes | None) -> dict[str, Any]:
         """The index change that makes ``path`` hold ``data`` (``None``: deleted)."""
-        base = self.base.get(path)
+        base = self.base_get(path)
         if data == base:
             return {"path": path, "revert": True}
         if data is None:
