@@ -79,3 +79,22 @@ def test_restore_returns_to_the_last_commit_then_to_the_base(as_owner, owner):
     error = as_owner.error("repoCommit", 409, sessionId=sid, message="again")
     assert error["code"] == "nothing_to_commit"
     assert original != "# One\n"
+
+
+def test_a_moved_file_shows_as_renamed_and_publish_note_says_what_would_change(as_owner, owner):
+    package = as_owner.call("packageSave", files=package_files(owner.username))["package"]
+    sid = as_owner.call("repoOpenSession", packageId=package["id"])["session"]["id"]
+    as_owner.call(
+        "repoEditFiles", sessionId=sid, edits=[{"op": "move", "from": "mod.ts", "to": "src/mod.ts"}]
+    )
+    changes = as_owner.call("repoStatus", sessionId=sid)["changes"]
+    assert changes == [{"path": "src/mod.ts", "status": "renamed", "from": "mod.ts"}]
+    note = as_owner.call("repoShowPublishNote", sessionId=sid)
+    assert note["uncommitted"] and note["checkStatus"] == "not_run"
+    assert note["targetCommit"] == package["publishedCommit"] and not note["needsRebase"]
+    # package.json still exports ./mod.ts: the checks refuse, and publish changes nothing.
+    result = as_owner.call("repoPublishSession", sessionId=sid)
+    assert result["status"] == "rejected"
+    assert any(c["name"] == "manifest" and not c["ok"] for c in result["checks"])
+    source = EntitySource.objects.get(id=package["sourceId"])
+    assert head(source.repo_id) == package["publishedCommit"] == source.published_commit
