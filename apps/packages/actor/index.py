@@ -22,10 +22,12 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import connections
 from django.db.models import Min, Sum
 from django.utils import timezone
 
 from apps.packages.actor import models as m
+from apps.packages.actor.rows import export_row, file_json, session_json
 from apps.packages.models import RepoSessionDueOwner, SourceRepoRef, UserStorageBucket
 from kody import blobs
 from kody.actors import Actor, OwnerMismatch, deletion_safe, reads
@@ -56,54 +58,6 @@ class SessionLimitReached(Conflict):
 
 def storage_id(session_id: str) -> str:
     return f"repo-session:{session_id}"
-
-
-def session_json(row: m.RepoSession) -> dict[str, Any]:
-    def iso(value: datetime | None) -> str | None:
-        return value.isoformat() if value else None
-
-    return {
-        "id": row.id,
-        "sourceId": row.source_id,
-        "sourceRepoId": row.source_repo_id,
-        "sessionBranch": row.session_branch,
-        "sourceBranch": row.source_branch,
-        "baseCommit": row.base_commit,
-        "sourceRoot": row.source_root,
-        "conversationId": row.conversation_id,
-        "status": row.status,
-        "expiresAt": iso(row.expires_at),
-        "lastCheckpointAt": iso(row.last_checkpoint_at),
-        "lastCheckpointCommit": row.last_checkpoint_commit,
-        "lastCheckRunId": row.last_check_run_id,
-        "lastCheckTreeHash": row.last_check_tree_hash,
-        "createdAt": iso(row.created_at),
-        "updatedAt": iso(row.updated_at),
-    }
-
-
-def file_json(row: m.RepoSessionFile) -> dict[str, Any]:
-    content = bytes(row.content) if row.content is not None else None
-    return {
-        "path": row.path,
-        "deleted": row.deleted,
-        "content": base64.b64encode(content).decode() if content is not None else None,
-        "blobKey": row.blob_key,
-        "size": row.size,
-        "sha": row.sha,
-    }
-
-
-def _row(obj: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for field in obj._meta.concrete_fields:
-        value = getattr(obj, field.attname)
-        if isinstance(value, datetime):
-            value = value.isoformat()
-        elif isinstance(value, memoryview | bytes):
-            value = base64.b64encode(bytes(value)).decode()
-        out[field.column] = value
-    return out
 
 
 class RepoSessionIndex(Actor):
@@ -147,27 +101,37 @@ class RepoSessionIndex(Actor):
             RepoSessionDueOwner.objects.filter(user_id=self.user_id).delete()
             self.clear_alarm()
             return
-        RepoSessionDueOwner.objects.update_or_create(user_id=self.user_id, defaults={"due_at": due})
+        with connections[self.context.using].cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO repo_session_due_owners (user_id, due_at, created_at, updated_at)"
+                " VALUES (%s, %s, %s, %s) ON CONFLICT (user_id) DO UPDATE"
+                " SET due_at = EXCLUDED.due_at, updated_at = EXCLUDED.updated_at",
+                [self.user_id, due, timezone.now(), timezone.now()],
+            )
         self.set_alarm(due)
 
     def _inventory(self, session_id: str) -> None:
-        """The session's workspace in ``user_storage_buckets`` (kind repo_session)."""
-        size = m.RepoSessionFile.objects.filter(session_id=session_id).aggregate(s=Sum("size"))
+        """The session's workspace in ``user_storage_buckets`` (kind repo_session), measured
+        and upserted in one statement."""
         now = timezone.now()
-        UserStorageBucket.objects.update_or_create(
-            user_id=self.user_id,
-            storage_id=storage_id(session_id),
-            defaults={
-                "kind": "repo_session",
-                "last_seen_at": now,
-                "estimated_bytes": int(size["s"] or 0),
-                "estimated_bytes_updated_at": now,
-            },
-        )
+        with connections[self.context.using].cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO user_storage_buckets (user_id, storage_id, kind, last_seen_at,"
+                " estimated_bytes, estimated_bytes_updated_at, created_at)"
+                " SELECT %s, %s, 'repo_session', %s, COALESCE(SUM(size), 0), %s, %s"
+                " FROM repo_session_files WHERE session_id = %s"
+                " ON CONFLICT (user_id, storage_id) DO UPDATE SET"
+                " last_seen_at = EXCLUDED.last_seen_at,"
+                " estimated_bytes = EXCLUDED.estimated_bytes,"
+                " estimated_bytes_updated_at = EXCLUDED.estimated_bytes_updated_at",
+                [self.user_id, storage_id(session_id), now, now, now, session_id],
+            )
 
-    def _touch(self, row: m.RepoSession, now: datetime) -> None:
-        edited = row.last_checkpoint_commit or (
-            m.RepoSessionFile.objects.filter(session_id=row.id).exists()
+    def _touch(self, row: m.RepoSession, now: datetime, *, edited: bool = False) -> None:
+        edited = (
+            edited
+            or bool(row.last_checkpoint_commit)
+            or (m.RepoSessionFile.objects.filter(session_id=row.id).exists())
         )
         row.expires_at = now + (EDITED_TTL if edited else UNUSED_TTL)
         row.updated_at = now
@@ -325,32 +289,35 @@ class RepoSessionIndex(Actor):
             )
         prefix = blobs.repo_session_prefix(row.id)
         now = timezone.now()
+        files = m.RepoSessionFile.objects.filter(session_id=row.id)
         if reset:
-            m.RepoSessionFile.objects.filter(session_id=row.id).delete()
+            files.delete()
+        else:
+            files.filter(path__in=[str(c["path"]) for c in changes]).delete()
+        rows = []
         for change in changes:
-            path = str(change["path"])
             if change.get("revert"):
-                m.RepoSessionFile.objects.filter(session_id=row.id, path=path).delete()
-                continue
+                continue  # back to the base: no row
             key = change.get("blobKey")
             if key is not None and not str(key).startswith(prefix):
                 raise InvalidInput("A spilled object must live under its session's prefix.")
             content = change.get("content")
-            m.RepoSessionFile.objects.update_or_create(
-                session_id=row.id,
-                path=path,
-                defaults={
-                    "deleted": bool(change.get("deleted")),
-                    "content": base64.b64decode(content) if content is not None else None,
-                    "blob_key": key,
-                    "size": int(change.get("size") or 0),
-                    "sha": str(change.get("sha") or ""),
-                    "updated_at": now,
-                },
+            rows.append(
+                m.RepoSessionFile(
+                    session_id=row.id,
+                    path=str(change["path"]),
+                    deleted=bool(change.get("deleted")),
+                    content=base64.b64decode(content) if content is not None else None,
+                    blob_key=key,
+                    size=int(change.get("size") or 0),
+                    sha=str(change.get("sha") or ""),
+                    updated_at=now,
+                )
             )
+        m.RepoSessionFile.objects.bulk_create(rows)
         if rebase_to is not None:
             row.base_commit, row.last_checkpoint_commit = rebase_to, None
-        self._touch(row, now)
+        self._touch(row, now, edited=bool(rows))
         row.save()
         self._inventory(row.id)
         self._sync_due()
@@ -480,7 +447,7 @@ class RepoSessionIndex(Actor):
         more = len(page) > limit
         page = page[:limit]
         return {
-            "repo_sessions": [_row(r) for r in page],
+            "repo_sessions": [export_row(r) for r in page],
             "next_cursor": page[-1].id if more else None,
         }
 
