@@ -14,8 +14,8 @@ from django.db.models import Q
 
 from kody.userschema import ActorModel
 
-# The per-user schema version that brought these tables (5 is the Mailbox's).
-REPO_SESSIONS_SCHEMA = 6
+# The per-user schema version that brought these tables (6 is the lean-index upgrade).
+REPO_SESSIONS_SCHEMA = 7
 # The original's RepoSessionIndex schema version (recorded in repo_session_index_meta).
 INDEX_VERSION = 1
 
@@ -68,9 +68,8 @@ class RepoSession(ActorModel):
     class Meta:
         db_table = "repo_sessions"
         indexes = [
-            models.Index(fields=["source_id"], name="repo_sessions_source_ix"),
             models.Index(fields=["conversation_id", "status"], name="repo_sessions_conv_ix"),
-            models.Index(fields=["status", "expires_at", "id"], name="repo_sessions_cleanup_ix"),
+            models.Index(fields=["expires_at", "id"], name="repo_sessions_cleanup_ix"),
             models.Index(fields=["status"], name="repo_sessions_status_ix"),
         ]
         constraints = [
