@@ -18,6 +18,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
+from dulwich.errors import GitProtocolError
 from dulwich.protocol import ReceivableProtocol
 from dulwich.server import Backend
 
@@ -176,6 +177,10 @@ def _service(name: str) -> Callable[[HttpRequest, str], HttpResponse]:
         except OSError as exc:
             log.info("git %s on %s refused: %s", name, source.id, exc)
             return _plain(413, "Push refused: the request is over the size limit.")
+        except (GitProtocolError, ValueError, EOFError) as exc:
+            # HangupException is a GitProtocolError: a truncated or garbled request body.
+            log.info("git %s on %s: bad request (%s)", name, source.id, type(exc).__name__)
+            return _plain(400, "Not a git protocol request this server understands.")
         return _result(body, f"application/x-{name}-result")
 
     view.__name__ = name.replace("-", "_")

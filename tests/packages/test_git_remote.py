@@ -214,3 +214,26 @@ def test_a_pushed_package_commit_is_published_on_request(owner, git, tmp_path):
     assert source.published_commit == head and source.external_check_until is None
     again = packages.publish_external_push(owner, package_id)
     assert again.status == "already_published"
+
+
+def test_garbage_and_wrong_requests_get_a_4xx_and_change_nothing(owner, server_url):
+    import httpx2
+
+    _repo, source = repos.create(owner.stable_user_id, "notes")
+    _, writer = repo_tokens.mint(source, "write")
+    base = f"{server_url}/git/{source.id}.git"
+    headers = {"Authorization": f"Bearer {writer}"}
+    with httpx2.Client(timeout=30, trust_env=False) as http:
+        garbage = http.post(
+            f"{base}/git-receive-pack",
+            content=b"0032this is not a ref update line at all\n0000PACKjunk",
+            headers={**headers, "Content-Type": "application/x-git-receive-pack-request"},
+        )
+        assert garbage.status_code == 400, (garbage.status_code, garbage.content)
+        wrong_type = http.post(f"{base}/git-upload-pack", content=b"0000", headers=headers)
+        assert wrong_type.status_code == 415
+        dumb = http.get(f"{base}/info/refs", headers=headers)
+        assert dumb.status_code == 403
+        unknown = http.get(f"{server_url}/git/not-a-source.git/info/refs?service=git-upload-pack")
+        assert unknown.status_code == 401
+    assert read_refs(source.repo_id) == {}
