@@ -241,3 +241,13 @@ def test_the_outsider_lists_nothing_and_cannot_open_on_the_owners_package(
     assert error["code"] == "package_not_found"
     listed = as_owner.call("repoListSessions")["sessions"]
     assert [s["id"] for s in listed] == [session["id"]]
+
+
+def test_every_repo_session_capability_has_an_isolation_test():
+    from kody.capabilities import all_capabilities
+
+    module = "apps.packages.capabilities.repo_sessions"
+    declared = {c.name for c in all_capabilities() if c.handler.__module__ == module}
+    # The two without a session id are covered by the outsider test just above.
+    assert declared == set(SESSION_CAPABILITIES) | {"repoOpenSession", "repoListSessions"}
+    assert len(declared) == 20
