@@ -98,3 +98,19 @@ def test_a_moved_file_shows_as_renamed_and_publish_note_says_what_would_change(a
     assert any(c["name"] == "manifest" and not c["ok"] for c in result["checks"])
     source = EntitySource.objects.get(id=package["sourceId"])
     assert head(source.repo_id) == package["publishedCommit"] == source.published_commit
+
+
+def test_a_plain_repo_session_starts_empty_and_publishes_by_moving_main(as_owner, as_outsider):
+    repo = as_owner.call("repoCreate", name="notes")["repo"]
+    session = as_owner.call("repoOpenSession", repoId=repo["id"])["session"]
+    assert session["baseCommit"] == ""
+    sid = session["id"]
+    as_owner.call("repoWriteFile", sessionId=sid, path="a.txt", content="first\n")
+    published = as_owner.call("repoPublishSession", sessionId=sid, message="First")
+    assert published["status"] == "published" and published["checks"] == []
+    got = as_owner.call("repoGet", repoId=repo["id"])["repo"]
+    assert got["head"] == published["publishedCommit"]
+    error = as_outsider.error("repoOpenSession", 404, repoId=repo["id"])
+    assert error["code"] == "repo_not_found"
+    error = as_owner.error("repoOpenSession", 404, repoId=repo["id"], branch="nope")
+    assert error["code"] == "branch_not_found"

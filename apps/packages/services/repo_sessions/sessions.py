@@ -26,7 +26,6 @@ from apps.packages.services.git import (
     DEFAULT_BRANCH,
     BucketObjectStore,
     commit_files,
-    head,
     is_ancestor,
     move_refs,
     read_refs,
@@ -309,7 +308,8 @@ def publish_session(user: Any, session_id: str, message: str | None = None) -> d
             message=message or "Publish repo session",
             author=packages._author(user),
         )
-    current = head(repo)
+    branch_ref = f"refs/heads/{session['sourceBranch']}"
+    current = read_refs(repo).get(branch_ref)
     store = BucketObjectStore(repo)
     if current is not None and not is_ancestor(store, current, sha):
         check = {
@@ -319,13 +319,20 @@ def publish_session(user: Any, session_id: str, message: str | None = None) -> d
         }
         return {"status": REJECTED, "publishedCommit": current, "checks": [check]}
     source, package = _source_and_package(session)
+    if package is not None and branch_ref != HEAD_REF:
+        check = {
+            "name": "branch",
+            "ok": False,
+            "message": "A package publishes from its default branch main only.",
+        }
+        return {"status": REJECTED, "publishedCommit": source.published_commit, "checks": [check]}
     if package is not None:
         result = publish(
             user, source, package, sha, ref_update=(HEAD_REF, current, sha), files=files
         ).as_json()
     else:
         if current != sha:
-            move_refs(repo, [(HEAD_REF, current, sha)])
+            move_refs(repo, [(branch_ref, current, sha)])
         result = {"status": PUBLISHED, "publishedCommit": sha, "checks": []}
     if result["status"] != REJECTED:
         ref = f"refs/heads/{session['sessionBranch']}"
@@ -377,7 +384,7 @@ def publish_note(user_id: str, session_id: str) -> dict[str, Any]:
     files = tree.files()
     digest = tree_hash(files)
     checked = _call(user_id, "check_run", session_id=session_id, tree_hash=digest)
-    current = head(repo)
+    current = read_refs(repo).get(f"refs/heads/{session['sourceBranch']}")
     return {
         "changes": changes_of(tree),
         "checks": checked["checks"] if checked else None,
