@@ -25,6 +25,11 @@ class ActorSurface:
       "next_cursor": ...}``. Deletion reads every page *before* ``purge`` and deletes those
       blobs first, then sweeps the owner's blob prefixes.
 
+    * ``blob_prefixes() -> dict`` — optional: ``{"prefixes": [{"bucket", "prefix"}, ...]}``,
+      blob prefixes keyed by something other than the user (a repo session's id) that only
+      the actor can list. Deletion purges each before ``purge``; if the list cannot be read
+      the deletion stops and the account is kept (a rerun continues).
+
     * ``import_page(page: dict) -> dict`` — optional: restore one page exactly as
       ``export_pages`` returned it (``manage.py import_account``), idempotently (a rerun of the
       same page changes nothing); returns ``{"imported": {table: count}}``. Pages arrive in
@@ -48,6 +53,7 @@ class ActorSurface:
     note: str = ""
     import_page: str | None = None
     import_note: str = ""
+    blob_prefixes: str | None = None
 
 
 _ACTOR_SURFACES: dict[str, ActorSurface] = {}

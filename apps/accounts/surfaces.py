@@ -417,6 +417,14 @@ OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
         "kody.userschema.schemas.purge_schema after each actor app has exported its tables",
     ),
     OutOfBandSurface(
+        "actor",
+        "repo_session",
+        export=False,
+        note="RepoSession workspaces (a session's changed files, keyed by session id) are "
+        "ephemeral editing scratch, not portable: the repo_session_index section exports the "
+        "catalog, and the sources themselves are exported as artifact_repos",
+    ),
+    OutOfBandSurface(
         "vectors",
         "kody_vectors",
         export=False,
@@ -515,7 +523,8 @@ OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
         "blob_prefix",
         "repo-session:{sessionId}/",
         export=False,
-        note="ephemeral editing-session spill bytes; not portable, deleted with the session",
+        note="ephemeral editing-session spill bytes; not portable, deleted with the session "
+        "(deletion lists the sessions from RepoSessionIndex.blob_prefixes, failing closed)",
         extra={"bucket": "repo_session_blobs", "scope": "repo sessions of the user"},
     ),
     OutOfBandSurface(

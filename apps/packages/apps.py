@@ -6,3 +6,23 @@ class PackagesConfig(AppConfig):
     name = "apps.packages"
     label = "packages"
     verbose_name = "Packages"
+
+    def ready(self) -> None:
+        # Imported here: the actor and entitlements' registries need the app registry.
+        from apps.entitlements.services.counters import register_counter
+        from apps.entitlements.services.storage import register_bucket_estimator
+        from apps.packages.actor import RepoSessionIndex
+        from apps.packages.services.repo_sessions.accounting import (
+            ACTIVE_SESSIONS_SQL,
+            active_sessions,
+            workspace_bytes,
+        )
+
+        # The index is the authority for active sessions (the repo_sessions plan limit).
+        register_counter(
+            "repo_sessions",
+            active_sessions,
+            actor=RepoSessionIndex.name,
+            schema_count=ACTIVE_SESSIONS_SQL,
+        )
+        register_bucket_estimator("repo_session", workspace_bytes)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from apps.packages.services import index_debt, memories, reconcile, retention
-from kody.lanes import Cadence, LaneRun, lane
+from apps.packages.services.repo_sessions import cleanup as repo_session_cleanup_service
+from kody.lanes import Cadence, LaneRun, lane, retire
 from kody.retention import Policy, run_policies
 
 
@@ -53,3 +54,16 @@ def reconcile_artifacts_pushes(run: LaneRun) -> None:
     """Publish package pushes nobody published (pending sources, every five minutes); in the
     03:00 UTC window, every package source and the expired repo tokens (seed 000)."""
     reconcile.run(run)
+
+
+@lane("repo_session_cleanup", cadence=Cadence.EVERY_TICK, budget_seconds=60, batch_size=100)
+def repo_session_cleanup(run: LaneRun) -> None:
+    """One page of 100 due owners per tick (SCHEMA.md §3): bounded, the rest waits."""
+    done = repo_session_cleanup_service.cleanup_due(run.batch_size)
+    run.record(done.visited)
+    run.count("sessions_removed", done.removed)
+    run.count("owners_failed", done.failed)
+
+
+# Retired with the catalog cutover: the name stays so queued messages parse, and does nothing.
+retire("repo_session_index_backfill")

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from apps.packages import git_http, package_views, views
+from apps.packages import git_http, package_views, session_views, views
 
 app_name = "packages"
 
@@ -11,6 +11,12 @@ urlpatterns = [
     path("account/secrets/delete", views.secret_delete, name="secret_delete"),
     path("account/secrets/approve", views.secret_approve, name="secret_approve"),
     path("account/secrets/grants", views.secret_grants, name="secret_grants"),
+    path("account/repo-sessions", session_views.session_list, name="repo_sessions"),
+    path(
+        "account/repo-sessions/<str:session_id>/discard",
+        session_views.session_discard,
+        name="repo_session_discard",
+    ),
     path("account/packages", package_views.package_list, name="packages"),
     path("account/packages/<str:package_id>", package_views.package_detail, name="package_detail"),
     path(

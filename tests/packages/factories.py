@@ -247,3 +247,21 @@ def make(model: type[models.Model], **overrides: Any) -> Any:
     from tests.rows import make as make_row
 
     return make_row(model, **overrides)
+
+
+def package_files(username: str, name: str = "greeter", body: str | None = None) -> dict:
+    """A minimal package that passes every publish check (manifest, docs, types, bundle)."""
+    import json
+
+    return {
+        "package.json": json.dumps(
+            {
+                "name": f"@{username}/{name}",
+                "exports": {".": "./mod.ts"},
+                "kody": {"description": "Greets people politely.", "tags": ["examples"]},
+            }
+        ),
+        "README.md": "# Greeter\n\nSays hello.\n",
+        "mod.ts": body
+        or "export function greet(name: string): string {\n  return `hi ${name}`;\n}\n",
+    }

@@ -12,8 +12,9 @@ failure or crash — every step is idempotent:
 2. ``drain``       wait (bounded) for write leases to drain, then pass a barrier call through
                    the user's actor shard so every call queued before the mark has run;
 3. ``billing``     settle Stripe (refund then cancel; ``stripe_settlement``);
-4. ``out_of_band`` blobs by reference (each actor's ``blob_references``), then by owner
-                   prefix; KV families; vectors; each actor's ``purge``; the user schema;
+4. ``out_of_band`` blobs by reference (each actor's ``blob_references``), then the
+                   prefixes actors list (``blob_prefixes``: repo session workspaces), then
+                   by owner prefix; KV families; vectors; each actor's ``purge``; the user schema;
 5. ``database``    one transaction deleting or clearing every declared public row, users last;
 6. ``finish``      clear the kernel's tombstone (the same email may sign up again) and
                    forget the subject id on the job row.
@@ -337,6 +338,16 @@ def _out_of_band(deletion: AccountDeletion, owner: Owner, report: StepReport) ->
             if not cursor:
                 break
     report.deleted["blobs_by_reference"] = removed
+    # Prefixes only an actor can list (repo session workspaces, keyed by session id): an
+    # inventory that cannot be read raises here and keeps the account (fail closed).
+    for surface in surfaces.values():
+        if not surface.blob_prefixes:
+            continue
+        listed = actor_named(surface.actor).call(owner.stable_id, surface.blob_prefixes)
+        for item in listed["prefixes"]:
+            counter = f"blob:{item['bucket']}:{surface.blob_prefixes}"
+            purged = blobs.purge_prefix(item["bucket"], item["prefix"])
+            report.deleted[counter] = report.deleted.get(counter, 0) + purged
     # Then every owner prefix, as defence in depth (and for blobs no actor points at).
     for surface in OUT_OF_BAND_SURFACES:
         if surface.kind == "blob_prefix" and "{userId}" in surface.name:
