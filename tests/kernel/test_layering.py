@@ -30,9 +30,9 @@ APPS = ROOT / "apps"
 # bottom, which every app builds on.
 APP_ORDER = (
     "accounts",
+    "entitlements",
     "packages",
     "community",
-    "entitlements",
     "jobs",
     "mailbox",
     "system_email",

@@ -149,7 +149,9 @@ def read_local(uid: str, names: Iterable[str]) -> Local:
     """The table counts among ``names``, the storage buckets' estimate and the user's actor
     table sets, in ONE query (the usage summary's; before, one round trip each), prepared
     once per session (``_execute_prepared``)."""
-    from apps.packages.models import UserStorageBucket
+    from apps.entitlements.services.storage import storage_buckets
+
+    UserStorageBucket = storage_buckets()
     from kody.userschema.schemas import PURGED, REGISTRY
 
     wanted = [name for name in names if name in _TABLE_COUNTS]

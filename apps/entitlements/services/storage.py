@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
+from django.apps import apps as django_apps
 from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
@@ -113,8 +115,15 @@ def register_bucket_estimator(kind: str, estimator: Estimator) -> None:
     _ESTIMATORS[kind] = estimator
 
 
+def storage_buckets() -> Any:
+    """The ``user_storage_buckets`` model. It belongs to packages, an app built on this one
+    (its rows are StorageRunner buckets and repo-session workspaces), so it is looked up by
+    name in Django's app registry rather than imported."""
+    return django_apps.get_model("packages", "UserStorageBucket")
+
+
 def bucket_estimate_total(stable_user_id: str) -> int:
-    from apps.packages.models import UserStorageBucket
+    UserStorageBucket = storage_buckets()
 
     total = UserStorageBucket.objects.filter(user_id=stable_user_id).aggregate(
         total=Sum("estimated_bytes")
@@ -124,7 +133,7 @@ def bucket_estimate_total(stable_user_id: str) -> int:
 
 def backfill_bucket_estimates(*, batch: int = 100) -> int:
     """Measure buckets that have no estimate yet; returns how many were measured."""
-    from apps.packages.models import UserStorageBucket
+    UserStorageBucket = storage_buckets()
 
     rows = list(
         UserStorageBucket.objects.filter(
