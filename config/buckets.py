@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-BUCKETS = ("email_blobs", "community_assets", "repo_session_blobs", "user_avatars")
+BUCKETS = (
+    "email_blobs",
+    "community_assets",
+    "repo_session_blobs",
+    "user_avatars",
+    "source_repos",
+)
 
 
 def bucket_storage(

@@ -63,7 +63,7 @@ class ExcludedTable:
 class OutOfBandSurface:
     """Actor schemas, blob prefixes, KV key schemes and vector namespaces."""
 
-    kind: str  # actor | blob_prefix | kv_prefix | vectors
+    kind: str  # actor | blob_prefix | kv_prefix | repo_kv_prefix | vectors
     name: str
     export: bool
     note: str = ""
@@ -186,6 +186,7 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
     TableTarget("saved_packages", Match.USER_ID),
     TableTarget("saved_package_search_index_debt", Match.USER_ID, export=False),
     TableTarget("entity_source_artifacts_push_subscriptions", Match.USER_ID),
+    TableTarget("repo_tokens", Match.USER_ID, export=False, redact=("token_hash",)),
     TableTarget("entity_sources", Match.USER_ID),
     TableTarget(
         "webhook_endpoints", Match.USER_ID, redact=("url_secret_hash", "url_secret_encrypted")
@@ -413,6 +414,40 @@ OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
         export=True,
         note="identity icons of the user's repos",
         extra={"bucket": "community_assets", "scope": "entity_sources.repo_id"},
+    ),
+    OutOfBandSurface(
+        "blob_prefix",
+        "{repoId}/",
+        export=False,
+        note="git objects and packs of the user's repos; exported as one git bundle per repo "
+        "(export_account's repos/) with refs in the artifact_repos section",
+        extra={"bucket": "source_repos", "scope": "entity_sources.repo_id"},
+    ),
+    # Per-source KV families (BUNDLE_ARTIFACTS_KV): derived from published git source, deleted
+    # for every entity_sources row of the user; not exported (the git bundles are the source).
+    OutOfBandSurface(
+        "repo_kv_prefix",
+        "source-snapshot:v1:{sourceId}:",
+        export=False,
+        note="published source snapshots",
+    ),
+    OutOfBandSurface(
+        "repo_kv_prefix",
+        "source-manifest-snapshot:v1:{sourceId}:",
+        export=False,
+        note="published manifest snapshots",
+    ),
+    OutOfBandSurface(
+        "repo_kv_prefix",
+        "bundle-artifact:v1:{sourceId}:",
+        export=False,
+        note="bundle artifacts (rows in published_bundle_artifacts)",
+    ),
+    OutOfBandSurface(
+        "repo_kv_prefix",
+        "derived-cache:v1:identity-icon:v1:{repoId}:",
+        export=False,
+        note="derived list-mark cache of the user's repos",
     ),
     OutOfBandSurface(
         "blob_prefix",

@@ -128,8 +128,10 @@ class RemoteConnectorSettingAdmin(NoAddModelAdmin):
 # --- sources, repos, packages ------------------------------------------------------------
 
 
+# Sources, repos and packages change only through git and publish (ADR 0050/0051): the admin
+# shows them, it never edits them (an edited pointer would skip checks and snapshots).
 @admin.register(m.EntitySource)
-class EntitySourceAdmin(admin.ModelAdmin):
+class EntitySourceAdmin(ReadOnlyModelAdmin):
     list_display = ("id", "entity_kind", "entity_id", "user_id", "published_commit", "updated_at")
     list_filter = ("entity_kind",)
     search_fields = ("id", "user_id", "entity_id", "repo_id")
@@ -141,14 +143,28 @@ class EntitySourceArtifactsPushSubscriptionAdmin(ReadOnlyModelAdmin):
     search_fields = ("source_id", "user_id", "repo_id")
 
 
+@admin.register(m.SourceRepoRef)
+class SourceRepoRefAdmin(ReadOnlyModelAdmin):
+    list_display = ("repo_id", "name", "target", "updated_at")
+    search_fields = ("repo_id", "target")
+
+
+@admin.register(m.RepoToken)
+class RepoTokenAdmin(ReadOnlyModelAdmin):
+    list_display = ("id", "user_id", "source_id", "access", "expires_at", "revoked_at")
+    list_filter = ("access",)
+    search_fields = ("user_id", "source_id")
+    exclude = ("token_hash",)
+
+
 @admin.register(m.UserRepo)
-class UserRepoAdmin(admin.ModelAdmin):
+class UserRepoAdmin(ReadOnlyModelAdmin):
     list_display = ("name", "user_id", "updated_at")
     search_fields = ("user_id", "name", "id")
 
 
 @admin.register(m.SavedPackage)
-class SavedPackageAdmin(admin.ModelAdmin):
+class SavedPackageAdmin(ReadOnlyModelAdmin):
     list_display = ("kody_id", "name", "user_id", "has_app", "hidden", "is_private", "locked_at")
     list_filter = ("has_app", "hidden", "is_private")
     search_fields = ("user_id", "kody_id", "name", "id", "source_id")

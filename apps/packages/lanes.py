@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apps.packages.services import index_debt, memories, retention
+from apps.packages.services import index_debt, memories, reconcile, retention
 from kody.lanes import Cadence, LaneRun, lane
 from kody.retention import Policy, run_policies
 
@@ -46,3 +46,10 @@ def search_index_debt(run: LaneRun) -> None:
         run.record(report.indexed)
         if report.handled < run.batch_size:
             break
+
+
+@lane("reconcile_artifacts_pushes", cadence=Cadence.EVERY_TICK, budget_seconds=60, batch_size=100)
+def reconcile_artifacts_pushes(run: LaneRun) -> None:
+    """Publish package pushes nobody published (pending sources, every five minutes); in the
+    03:00 UTC window, every package source and the expired repo tokens (seed 000)."""
+    reconcile.run(run)

@@ -1,6 +1,6 @@
-from django.urls import path
+from django.urls import path, re_path
 
-from apps.packages import views
+from apps.packages import git_http, package_views, views
 
 app_name = "packages"
 
@@ -11,4 +11,26 @@ urlpatterns = [
     path("account/secrets/delete", views.secret_delete, name="secret_delete"),
     path("account/secrets/approve", views.secret_approve, name="secret_approve"),
     path("account/secrets/grants", views.secret_grants, name="secret_grants"),
+    path("account/packages", package_views.package_list, name="packages"),
+    path("account/packages/<str:package_id>", package_views.package_detail, name="package_detail"),
+    path(
+        "account/packages/<str:package_id>/settings",
+        package_views.package_settings,
+        name="package_settings",
+    ),
+    path(
+        "account/packages/<str:package_id>/approve",
+        package_views.package_approve,
+        name="package_approve",
+    ),
+    # Git smart HTTP remotes (ADR 0050); the token, not a session, authorizes.
+    re_path(r"^git/(?P<source_id>[A-Za-z0-9-]{1,64})\.git/info/refs$", git_http.info_refs),
+    re_path(
+        r"^git/(?P<source_id>[A-Za-z0-9-]{1,64})\.git/git-upload-pack$",
+        git_http.upload_pack,
+    ),
+    re_path(
+        r"^git/(?P<source_id>[A-Za-z0-9-]{1,64})\.git/git-receive-pack$",
+        git_http.receive_pack,
+    ),
 ]

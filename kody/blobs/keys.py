@@ -59,3 +59,8 @@ def identity_icon_key(repo_id: str, commit: str) -> str:
 
 def repo_session_prefix(session_id: str) -> str:
     return f"repo-session:{_segment(session_id, 'session id')}/"
+
+
+def source_repo_prefix(repo_id: str) -> str:
+    """Everything of one git repo in the ``source_repos`` storage (packs under ``pack/``)."""
+    return f"{_segment(repo_id, 'repo id')}/"

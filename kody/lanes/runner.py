@@ -31,6 +31,11 @@ class LaneRun:
     batches: int = 0
     items: int = 0
     budget_exhausted: bool = False
+    # Lane-specific counters (``count("published")``), appended to the one metrics line.
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counts[name] = self.counts.get(name, 0) + n
 
     @property
     def batch_size(self) -> int:
@@ -62,6 +67,7 @@ class LaneRun:
             f"lane={self.lane.name} status={status} attempt={self.attempt} "
             f"batches={self.batches} items={self.items} "
             f"budget_exhausted={str(self.budget_exhausted).lower()} duration_ms={self.duration_ms}"
+            + "".join(f" {name}={n}" for name, n in sorted(self.counts.items()))
         )
 
 

@@ -399,3 +399,41 @@ def test_stripe_rejecting_keeps_the_account_and_its_subscription(owner, settings
         assert fake.subscriptions[subscription["id"]]["status"] == "canceled"
     finally:
         fake.stop()
+
+
+def test_purge_removes_every_repo_of_the_owner_objects_refs_kv_and_icons(owner, outsider):
+    from apps.packages.models import EntitySource, SourceRepoRef
+    from apps.packages.services import packages, repos
+    from apps.packages.services.git import Author, commit_files, move_refs
+    from kody.blobs.keys import identity_icon_key
+    from tests.packages.test_packages import files
+
+    def stock(user: User) -> list[EntitySource]:
+        packages.save(user, files(username=user.username))
+        _repo, plain = repos.create(user.stable_user_id, "notes")
+        sha = commit_files(
+            plain.repo_id, {"a.txt": b"a"}, parent=None, message="m", author=Author("a", "a@b")
+        )
+        move_refs(plain.repo_id, [("refs/heads/main", None, sha)])
+        icon = identity_icon_key(plain.repo_id, sha)
+        blobs.bucket("community_assets").save(icon, ContentFile(b"webp"))
+        return list(EntitySource.objects.filter(user_id=user.stable_user_id))
+
+    mine, theirs = stock(owner), stock(outsider)
+    assert len(mine) == 2
+    purge(owner.email)
+
+    for source in mine:
+        assert list(blobs.list_prefix("source_repos", f"{source.repo_id}/")) == []
+        assert (
+            list(blobs.list_prefix("community_assets", f"identity-icon:v1/{source.repo_id}/")) == []
+        )
+        assert not SourceRepoRef.objects.filter(repo_id=source.repo_id).exists()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT COUNT(*) FROM kody_kv WHERE key LIKE %s", [f"%{source.id}%"])
+            assert cursor.fetchone()[0] == 0
+    assert not EntitySource.objects.filter(user_id=owner.stable_user_id).exists()
+    for source in theirs:  # the other person's repos are whole
+        assert list(blobs.list_prefix("source_repos", f"{source.repo_id}/pack/"))
+        assert SourceRepoRef.objects.filter(repo_id=source.repo_id).exists()
+    assert EntitySource.objects.filter(user_id=outsider.stable_user_id).count() == 2

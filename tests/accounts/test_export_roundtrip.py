@@ -261,3 +261,48 @@ def test_an_import_stopped_in_actor_state_resumes(tmp_path, mail_domain, monkeyp
         "import_account", str(first), "--resume", "--no-reindex", stdout=io.StringIO()
     )  # idempotent
     assert actor_state(stable) == before
+
+
+def test_repos_travel_as_git_bundles_with_their_full_history(tmp_path):
+    import subprocess
+
+    from apps.packages.models import EntitySource
+    from apps.packages.services import repos
+    from apps.packages.services.git import Author, commit_files, move_refs, read_refs, read_tree
+
+    owner = make_owner()
+    email = owner.email
+    _repo, source = repos.create(owner.stable_user_id, "notes")
+    first = commit_files(
+        source.repo_id, {"a.txt": b"one"}, parent=None, message="one", author=Author("a", "a@b")
+    )
+    second = commit_files(
+        source.repo_id, {"a.txt": b"two"}, parent=first, message="two", author=Author("a", "a@b")
+    )
+    move_refs(source.repo_id, [("refs/heads/main", None, second)])
+
+    exported = export(email, tmp_path / "out")
+    rows = [
+        json.loads(x)
+        for x in (exported / "sections/artifact_repos.jsonl").read_text().split("\n")
+        if x
+    ]
+    assert [(r["sourceId"], r["refs"]) for r in rows] == [(source.id, {"refs/heads/main": second})]
+    bundle = exported / rows[0]["bundle"]
+    # The stock git client reads the bundle: both commits are there.
+    log = subprocess.run(
+        ["git", "clone", "-q", str(bundle), str(tmp_path / "clone")], capture_output=True, text=True
+    )
+    assert log.returncode == 0, log.stderr
+    history = subprocess.run(
+        ["git", "-C", str(tmp_path / "clone"), "log", "--format=%s"], capture_output=True, text=True
+    ).stdout.split()
+    assert history == ["two", "one"]
+
+    call_command("purge_account", email, "--yes", stdout=io.StringIO())
+    assert read_refs(source.repo_id) == {}
+    call_command("import_account", str(exported), stdout=io.StringIO())
+    restored = EntitySource.objects.get(id=source.id)
+    assert read_refs(restored.repo_id) == {"refs/heads/main": second}
+    assert read_tree(restored.repo_id, first) == {"a.txt": b"one"}
+    call_command("purge_account", email, "--yes", stdout=io.StringIO())

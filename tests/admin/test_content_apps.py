@@ -23,6 +23,7 @@ CREDENTIAL_COLUMNS = {
     p.UserIntegration: ("access_token_encrypted", "refresh_token_encrypted"),
     p.RemoteConnectorSetting: ("encrypted_shared_secret",),
     p.PackageInvocationToken: ("token_hash",),
+    p.RepoToken: ("token_hash",),
     p.WebhookEndpoint: ("url_secret_hash", "url_secret_encrypted"),
 }
 CREDENTIAL_VALUES = (

@@ -139,6 +139,17 @@ EntitySourceArtifactsPushSubscriptionFactory = _factory(
     subscription_id="sub-1",
 )
 UserRepoFactory = _factory(p.UserRepo, user_id=ALICE, name="notes")
+SourceRepoRefFactory = _factory(
+    p.SourceRepoRef, repo_id="repo-1", name="refs/heads/main", target="a" * 40
+)
+RepoTokenFactory = _factory(
+    p.RepoToken,
+    user_id=ALICE,
+    source_id="src-1",
+    access="read",
+    token_hash="TOKEN-HASH-1",
+    expires_at=tomorrow,
+)
 SavedPackageFactory = _factory(
     p.SavedPackage, user_id=ALICE, name="weather", kody_id="@alice/weather", source_id="src-1"
 )

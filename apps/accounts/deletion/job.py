@@ -341,6 +341,7 @@ def _out_of_band(deletion: AccountDeletion, owner: Owner, report: StepReport) ->
     for prefix, bucket in _listing_icon_prefixes(owner):
         report.deleted.setdefault("blob:community_icons", 0)
         report.deleted["blob:community_icons"] += blobs.purge_prefix(bucket, prefix)
+    _repo_sources_out_of_band(owner, report)
     report.deleted["kv"] = store.delete_user_keys(owner.stable_id)
     for surface in OUT_OF_BAND_SURFACES:
         if surface.kind == "kv_prefix" and "{userId}" in surface.name:
@@ -354,6 +355,35 @@ def _out_of_band(deletion: AccountDeletion, owner: Owner, report: StepReport) ->
         for table, count in counts.items():
             report.deleted[f"{surface.actor}:{table}"] = int(count)
     report.deleted["user_schema"] = int(purge_schema(owner.stable_id))
+
+
+def _repo_sources_out_of_band(owner: Owner, report: StepReport) -> None:
+    """Every repo of the user (``entity_sources``): its git packs and refs, identity icons and
+    the per-source KV families declared with ``{repoId}`` / ``{sourceId}``. Rerun-safe: the
+    rows that name the repos go only in the ``database`` step."""
+    from kody import blobs
+    from kody.kv import store
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, repo_id FROM entity_sources WHERE user_id = %s", [owner.stable_id]
+        )
+        repos = cursor.fetchall()
+    for counter in ("blob:source_repos", "kv:repo_sources", "source_repo_refs"):
+        report.deleted.setdefault(counter, 0)
+    for source_id, repo_id in repos:
+        for surface in OUT_OF_BAND_SURFACES:
+            if surface.kind == "blob_prefix" and "{repoId}" in surface.name:
+                prefix = surface.name.replace("{repoId}", repo_id)
+                report.deleted["blob:source_repos"] += blobs.purge_prefix(
+                    surface.extra["bucket"], prefix
+                )
+            elif surface.kind == "repo_kv_prefix":
+                prefix = surface.name.replace("{sourceId}", source_id).replace("{repoId}", repo_id)
+                report.deleted["kv:repo_sources"] += store.delete_prefix(prefix)
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM source_repo_refs WHERE repo_id = %s", [repo_id])
+            report.deleted["source_repo_refs"] += cursor.rowcount
 
 
 def _listing_icon_prefixes(owner: Owner) -> list[tuple[str, str]]:

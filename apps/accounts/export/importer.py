@@ -149,6 +149,9 @@ def import_actor_state(directory: Path, manifest: dict[str, Any], report: Import
         name = entry["section"]
         if name in ("d1_table", "r2_object"):
             continue
+        if name == "artifact_repos":
+            _import_repos(directory, report)
+            continue
         surface = sections.get(name)
         if surface is None or surface.import_page is None:
             why = surface.import_note if surface is not None else "unknown to this instance"
@@ -167,6 +170,24 @@ def import_actor_state(directory: Path, manifest: dict[str, Any], report: Import
                 for table, count in answer.get("imported", {}).items():
                     key = f"{name}.{table}"
                     report.rows[key] = report.rows.get(key, 0) + int(count)
+
+
+def _import_repos(directory: Path, report: ImportReport) -> None:
+    """Each repo's git bundle into its (kept) repo id; a repo that already has refs was
+    restored by an earlier run (``--resume``) and is left as it is."""
+    from apps.packages.services.git import read_refs
+    from apps.packages.services.git.bundles import import_bundle
+
+    path = directory / "sections" / "artifact_repos.jsonl"
+    if not path.is_file():
+        return
+    with open(path) as handle:
+        for line in handle:
+            row = json.loads(line) if line.strip() else None
+            if not row or not row.get("bundle") or read_refs(row["repoId"]):
+                continue
+            import_bundle(row["repoId"], directory / row["bundle"])
+            report.rows["artifact_repos"] = report.rows.get("artifact_repos", 0) + 1
 
 
 def _rows(directory: Path, table: str) -> list[dict[str, Any]]:

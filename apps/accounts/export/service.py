@@ -147,6 +147,9 @@ def manifest(user: Any) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - the manifest reports, the section fails closed
         warnings.append(f"blob store unavailable: {type(exc).__name__}")
     sections.append({"section": "r2_object", "count": blobs, "chunkBytes": R2_CHUNK_BYTES})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM entity_sources WHERE user_id = %s", [owner.stable_id])
+        sections.append({"section": "artifact_repos", "count": cursor.fetchone()[0]})
     return {
         "schemaVersion": SCHEMA_VERSION,
         "generatedAt": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
@@ -207,6 +210,8 @@ def section(
         return _table_page(owner, _table_target(table), cursor, limit)
     if name == "r2_object":
         return _blob_page(owner, cursor)
+    if name == "artifact_repos":
+        return _artifact_repos_page(owner, cursor, limit)
     surface = actor_sections().get(name)
     if surface is None:
         raise NotFound(f"no export section {name!r}", details={"section": name})
@@ -303,6 +308,49 @@ def _actor_page(owner: Owner, name: str, surface: Any, cursor: str | None, limit
         "actor": surface.actor,
         "page": page,
         "nextCursor": _seal(owner, name, inner_next) if inner_next else None,
+    }
+
+
+def _artifact_repos_page(owner: Owner, cursor: str | None, limit: int) -> dict:
+    """The owner's repo pointers (``entity_sources``) with each repo's refs; ``export_account``
+    writes the objects beside them as ``repos/<sourceId>.bundle``."""
+    after = _open(owner, "artifact_repos", cursor) or ""
+    with connection.cursor() as db:
+        db.execute(
+            "SELECT id, entity_kind, entity_id, repo_id, published_commit, indexed_commit,"
+            " manifest_path, source_root FROM entity_sources"
+            " WHERE user_id = %s AND id > %s ORDER BY id LIMIT %s",
+            [owner.stable_id, after, limit + 1],
+        )
+        found = db.fetchall()
+        more, found = len(found) > limit, found[:limit]
+        db.execute(
+            "SELECT repo_id, name, target FROM source_repo_refs WHERE repo_id = ANY(%s)",
+            [[row[3] for row in found]],
+        )
+        refs: dict[str, dict[str, str]] = {}
+        for repo_id, name, target in db.fetchall():
+            refs.setdefault(repo_id, {})[name] = target
+    rows = [
+        {
+            "sourceId": r[0],
+            "entityKind": r[1],
+            "entityId": r[2],
+            "repoId": r[3],
+            "publishedCommit": r[4],
+            "indexedCommit": r[5],
+            "manifestPath": r[6],
+            "sourceRoot": r[7],
+            "defaultBranch": "main",
+            "refs": refs.get(r[3], {}),
+            "bundle": f"repos/{r[0]}.bundle" if refs.get(r[3]) else None,
+        }
+        for r in found
+    ]
+    return {
+        "section": "artifact_repos",
+        "rows": rows,
+        "nextCursor": _seal(owner, "artifact_repos", rows[-1]["sourceId"]) if more else None,
     }
 
 

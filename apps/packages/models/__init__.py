@@ -7,6 +7,7 @@ from apps.packages.models.access import (
     WebhookEndpoint,
 )
 from apps.packages.models.codemods import PackageCodemodRun, PackageCodemodRunItem
+from apps.packages.models.gitstore import RepoToken, SourceRepoRef
 from apps.packages.models.integrations import (
     RemoteConnectorSetting,
     UserIntegration,
@@ -65,6 +66,7 @@ __all__ = [
     "PublishedBundleArtifact",
     "RemoteConnectorSetting",
     "RepoSessionDueOwner",
+    "RepoToken",
     "RepoSessionStorageBucketCursor",
     "SavedPackage",
     "SavedPackageSearchIndexDebt",
@@ -72,6 +74,7 @@ __all__ = [
     "SecretEntry",
     "SecretProviderBinding",
     "SecretProviderGrant",
+    "SourceRepoRef",
     "UserIntegration",
     "UserOauthApp",
     "UserOpenapiBinding",

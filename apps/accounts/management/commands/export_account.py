@@ -6,6 +6,7 @@ Layout of DIR (created; must be empty or absent)::
     sections/d1_table.<table>.jsonl   one JSON object per row
     sections/<actor section>.jsonl    one JSON object per page of the actor's export
     blobs/<bucket>/<key>          the bytes of every stored object, reassembled from chunks
+    repos/<sourceId>.bundle       a git bundle of every repo (``git clone`` reads it)
     SHA256SUMS                    sha256 of every file above, ``sha256sum -c`` compatible
 
 It pages through exactly what the capabilities serve (same cursors, same redaction), so a
@@ -64,6 +65,8 @@ class Command(BaseCommand):
                     rows += self._table(user, entry["table"], out)
                 elif name == "r2_object":
                     objects += self._blobs(user, out)
+                elif name == "artifact_repos":
+                    self._repos(user, out)
                 else:
                     self._actor(user, name, out)
                 progress.update(1)
@@ -89,6 +92,18 @@ class Command(BaseCommand):
         with open(out / "sections" / f"{section}.jsonl", "w") as handle:
             for page in _pages(user, section):
                 handle.write(json.dumps(page["page"], sort_keys=True) + "\n")
+
+    def _repos(self, user: User, out: Path) -> None:
+        """The pointers, and one git bundle per repo with refs (full history, importable)."""
+        from apps.packages.services.git.bundles import export_bundle
+
+        with open(out / "sections" / "artifact_repos.jsonl", "w") as handle:
+            for page in _pages(user, "artifact_repos"):
+                for row in page["rows"]:
+                    handle.write(json.dumps(row, sort_keys=True) + "\n")
+                    if row["bundle"]:
+                        (out / "repos").mkdir(exist_ok=True)
+                        export_bundle(row["repoId"], out / row["bundle"])
 
     def _blobs(self, user: User, out: Path) -> int:
         objects = 0
