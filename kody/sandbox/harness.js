@@ -152,8 +152,10 @@ async function main() {
   for (const level of ["log", "info", "warn", "error", "debug"]) console[level] = keep(level);
   pumpReplies();
   try {
-    const source = moduleSource(run.code);
-    moduleUrl = "data:application/typescript;base64," + encodeBase64(encoder.encode(source));
+    // A published bundle is a finished ES module; ad hoc code may be TypeScript.
+    const source = run.module ? run.code : moduleSource(run.code);
+    const mime = run.module ? "application/javascript" : "application/typescript";
+    moduleUrl = `data:${mime};base64,` + encodeBase64(encoder.encode(source));
     const module = await import(moduleUrl);
     const entry = module.default;
     if (typeof entry !== "function") {

@@ -161,7 +161,10 @@ class SandboxPool:
         bridge: Bridge,
         limits: Limits | None = None,
         storage_id: str | None = None,
+        module: bool = False,
     ) -> Outcome:
+        """Run ``code`` (an async function expression or a module with a default export;
+        ``module`` says it is a finished ES module, e.g. a published bundle) with ``params``."""
         limits = limits or Limits()
         proc = self._take(limits.memory_mb)
         started = time.monotonic()
@@ -174,6 +177,7 @@ class SandboxPool:
                     "code": code,
                     "params": params,
                     "storageId": storage_id,
+                    "module": module,
                     "maxResultChars": limits.max_result_chars,
                 }
             )

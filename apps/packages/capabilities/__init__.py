@@ -1,5 +1,14 @@
 """Capabilities of the packages domain; each module registers its group on import."""
 
-from apps.packages.capabilities import execute, memory, packages, repos, search, secrets, values
+from apps.packages.capabilities import (
+    execute,
+    invocations,
+    memory,
+    packages,
+    repos,
+    search,
+    secrets,
+    values,
+)
 
-__all__ = ["execute", "memory", "packages", "repos", "search", "secrets", "values"]
+__all__ = ["execute", "invocations", "memory", "packages", "repos", "search", "secrets", "values"]

@@ -178,8 +178,14 @@ def run_code(
     run_id: str,
     storage_id: str,
     package_id: str | None = None,
+    module: bool = False,
 ) -> Outcome:
     bridge = Bridge(ctx=ctx, run_id=run_id, package_id=package_id)
     return pool().run(
-        code, params, bridge=bridge, limits=limits_for(ctx.user_id), storage_id=storage_id
+        code,
+        params,
+        bridge=bridge,
+        limits=limits_for(ctx.user_id),
+        storage_id=storage_id,
+        module=module,
     )
