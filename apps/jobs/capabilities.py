@@ -17,15 +17,19 @@ LIMIT = {"type": "integer", "minimum": 1, "maximum": 100}
 TARGET = {
     "type": "object",
     "description": 'A capability call the caller may make: {"capability": "accountUsage", '
-    '"args": {}}. It runs with the caller\'s identity, limits and token scopes, and only while '
-    "that token is live. A target carrying a secret value (secretSet, …) is refused.",
+    '"args": {}}, or a published export of one of the caller\'s packages: {"package": '
+    '"@scope/name", "export": "default", "args": {}}. It runs with the caller\'s identity, '
+    "limits and token scopes, and only while that token is live. A target carrying a secret "
+    "value (secretSet, …) is refused.",
     # A stored call: kody.capabilities.secrecy follows it into the target's own schema.
     TARGET_MARK: True,
     "properties": {
         "capability": {"type": "string", "minLength": 1, "maxLength": 64},
+        "package": {"type": "string", "minLength": 1, "maxLength": 255},
+        "export": {"type": "string", "minLength": 1, "maxLength": 255},
         "args": {"type": "object"},
     },
-    "required": ["capability"],
+    "oneOf": [{"required": ["capability"]}, {"required": ["package", "export"]}],
     "additionalProperties": False,
 }
 SCHEDULE = {

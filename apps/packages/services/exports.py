@@ -60,7 +60,10 @@ def run_export(
     *,
     surface: str = "export",
     metadata: dict[str, Any] | None = None,
+    record: bool = True,
 ) -> dict[str, Any]:
+    """Run the export as ``ctx``; ``record=False`` when the caller records the run itself
+    (a job's runner writes its own run record)."""
     code, commit = bundle_for(package, export_name)
     run_id = str(uuid.uuid4())
     entitlements.consume(ctx.user_id, "execute_calls_per_day", key=f"export:{run_id}")
@@ -88,9 +91,11 @@ def run_export(
             module=True,
         )
     except KodyError as exc:
-        _record(ctx.user_id, run, "error", error=exc)
+        if record:
+            _record(ctx.user_id, run, "error", error=exc)
         raise
-    _record(ctx.user_id, run, "success", lines=outcome.logs)
+    if record:
+        _record(ctx.user_id, run, "success", lines=outcome.logs)
     return {"result": outcome.result, "logs": outcome.logs, "durationMs": outcome.duration_ms}
 
 
