@@ -55,3 +55,35 @@ def test_a_package_target_must_name_a_published_export_of_the_caller(owner_key, 
         outsider_key, "jobSchedule", {"name": "x", "target": theirs, "schedule": EVERY_MINUTE}
     )
     assert status == 404, json.dumps(body)
+
+
+def with_jobs(jobs: dict) -> dict:
+    files = package_files("marker", {"mod.ts": MARKER}, {".": "./mod.ts"})
+    manifest = json.loads(files["package.json"])
+    manifest["kody"]["jobs"] = jobs
+    files["package.json"] = json.dumps(manifest)
+    return files
+
+
+def test_package_json_jobs_are_synced_at_publish_and_run(owner, owner_key, clock, wake):
+    nightly = {"export": "default", "schedule": EVERY_MINUTE, "args": {"name": "nightly_ran"}}
+    status, body = call(owner_key, "packageSave", {"files": with_jobs({"nightly": nightly})})
+    assert status == 200, body
+    package_id = body["package"]["id"]
+    job = Job.objects.get(id=f"package-job:{package_id}:nightly")
+    assert job.storage_id == f"job:package-job:{package_id}:nightly"
+    assert job.params_json["target"]["package"] == "@ada/marker"
+    next_minute(clock, job.id)
+    wake()
+    assert ran(owner, "nightly_ran")
+
+    # A publish without the entry removes the job; a bad entry publishes nothing.
+    bad = {"export": "missing", "schedule": EVERY_MINUTE}
+    status, body = call(
+        owner_key, "packageSave", {"packageId": package_id, "files": with_jobs({"x": bad})}
+    )
+    assert status == 422 and "missing" in json.dumps(body)
+    assert Job.objects.filter(id=job.id).exists()
+    status, _ = call(owner_key, "packageSave", {"packageId": package_id, "files": with_jobs({})})
+    assert status == 200
+    assert not Job.objects.filter(id__startswith=f"package-job:{package_id}:").exists()
