@@ -26,3 +26,18 @@ def invoke_export(request: HttpRequest, package_id: str, export_name: str) -> Js
     if replayed:
         response["Idempotent-Replayed"] = "true"
     return response
+
+
+@csrf_exempt
+@require_POST
+def webhook_ingress(
+    request: HttpRequest, username: str, kody_id: str, name: str, secret: str
+) -> JsonResponse:
+    from apps.packages.services import webhooks
+
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    try:
+        webhooks.deliver(username, kody_id, name, secret, request.body, headers)
+    except KodyError as exc:
+        return JsonResponse({"error": exc.as_dict()}, status=exc.status)
+    return JsonResponse({"ok": True})

@@ -10,6 +10,11 @@ urlpatterns = [
         invocation_views.invoke_export,
         name="invoke_export",
     ),
+    path(
+        "@<str:username>/webhooks/<str:kody_id>/<str:name>/<str:secret>",
+        invocation_views.webhook_ingress,
+        name="webhook_ingress",
+    ),
     path("account/memories", views.memory_list, name="memories"),
     path("account/memories/<str:memory_id>/delete", views.memory_delete, name="memory_delete"),
     path("account/secrets", views.secret_list, name="secrets"),

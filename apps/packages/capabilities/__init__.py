@@ -9,6 +9,17 @@ from apps.packages.capabilities import (
     search,
     secrets,
     values,
+    webhooks,
 )
 
-__all__ = ["execute", "invocations", "memory", "packages", "repos", "search", "secrets", "values"]
+__all__ = [
+    "execute",
+    "invocations",
+    "memory",
+    "packages",
+    "repos",
+    "search",
+    "secrets",
+    "values",
+    "webhooks",
+]
