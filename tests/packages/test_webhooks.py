@@ -17,7 +17,8 @@ HANDLER = (
     DECLARE
     + "export default async (args: { json: { n: number } }) => {\n"
     + "  let seen = '';\n"
-    + "  try { seen = (await kody.valueGet({ name: 'deliveries' })).value.value; } catch { seen = ''; }\n"
+    + "  try { seen = (await kody.valueGet({ name: 'deliveries' })).value.value; }\n"
+    + "  catch { seen = ''; }\n"
     + "  await kody.valueSet({ name: 'deliveries', value: seen + args.json.n + ';' });\n"
     + "  return 'ok';\n};\n"
 )

@@ -42,7 +42,9 @@ def webhook_url_mint(ctx: Context, packageId: str, name: str) -> Any:  # noqa: N
     domain="packages",
     mutates=True,
     title="Rotate a webhook URL",
-    description="Replace a webhook's URL: the old one stops working at once; the new is shown now only.",
+    description=(
+        "Replace a webhook's URL: the old one stops working at once; the new is shown now only."
+    ),
     input_schema=ONE,
 )
 def webhook_url_rotate(ctx: Context, packageId: str, name: str) -> Any:  # noqa: N803
