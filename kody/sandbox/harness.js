@@ -103,6 +103,15 @@ const kody = new Proxy(Object.freeze({}), {
   },
 });
 
+// The call's own bucket (exec:{uuid}, package:{id}, job:{id}); set from the run line.
+let storageId = null;
+const storage = Object.freeze({
+  get: async (key) => (await request("call", { name: "storageGet", args: { storageId, key } })).value,
+  set: (key, value) => request("call", { name: "storageSet", args: { storageId, key, value } }),
+  delete: (key) => request("call", { name: "storageDelete", args: { storageId, key } }),
+  list: (options = {}) => request("call", { name: "storageList", args: { ...options, storageId } }),
+});
+
 const logs = [];
 const LOG_LIMIT = 200;
 function keep(level) {
@@ -147,7 +156,9 @@ async function main() {
   const run = await nextLine();
   if (run === null || run.op !== "run") return;
   nonce = run.nonce;
+  storageId = run.storageId;
   globalThis.kody = kody;
+  globalThis.storage = storage;
   globalThis.fetch = bridgedFetch;
   for (const level of ["log", "info", "warn", "error", "debug"]) console[level] = keep(level);
   pumpReplies();
@@ -161,7 +172,7 @@ async function main() {
     if (typeof entry !== "function") {
       throw new TypeError("The code must be an async function or export one as default.");
     }
-    const result = await entry(run.params ?? {}, { kody, storageId: run.storageId });
+    const result = await entry(run.params ?? {}, { kody, storage, storageId });
     const json = JSON.stringify(result === undefined ? null : result);
     if (json.length > run.maxResultChars) {
       send({ op: "done", ok: false, logs, error: { code: "execute_result_too_large" } });
