@@ -15,6 +15,7 @@ stdin/stdout JSON lines, one request per line, and only the host answers them (`
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -79,7 +80,10 @@ class Outcome:
 Bridge = Callable[[str, dict[str, Any]], Any]
 
 
+@functools.cache
 def deno_binary() -> str:
+    # Resolved once: the wheel's lookup reads sysconfig, which is not safe to first-call from
+    # several threads at once (it answered None under the refill threads).
     from deno import find_deno_bin
 
     return find_deno_bin()
@@ -91,6 +95,7 @@ class SandboxPool:
         self._idle: dict[int, deque[subprocess.Popen[bytes]]] = {}
         self._lock = threading.Lock()
         self._scratch = tempfile.mkdtemp(prefix="kody-sandbox-")
+        deno_binary()
         self.started = 0  # processes started, for tests and the benchmark
 
     # -- processes ---------------------------------------------------------------------------
@@ -135,10 +140,17 @@ class SandboxPool:
                     proc = candidate
                     break
                 _reap(candidate)
-            # Replace what was taken now: exec returns at once and Deno boots meanwhile.
-            while len(idle) < self.warm:
-                idle.append(self._spawn(memory_mb))
+        # Replace what was taken off the caller's path: fork/exec costs a few ms here.
+        threading.Thread(target=self._refill, args=(memory_mb,), daemon=True).start()
         return proc or self._spawn(memory_mb)
+
+    def _refill(self, memory_mb: int) -> None:
+        with self._lock:
+            missing = self.warm - len(self._idle.setdefault(memory_mb, deque()))
+        for _ in range(max(0, missing)):
+            fresh = self._spawn(memory_mb)
+            with self._lock:
+                self._idle[memory_mb].append(fresh)
 
     def healthy(self) -> int:
         """How many warm processes are alive and waiting."""
@@ -183,7 +195,10 @@ class SandboxPool:
             )
             result, logs = call.converse()
         finally:
-            _reap(proc)
+            # SIGKILL now (nothing more runs), but the wait for the exit — a few ms — is not
+            # the caller's: a daemon thread reaps it.
+            _kill(proc)
+            threading.Thread(target=_reap, args=(proc,), daemon=True).start()
         return Outcome(result, logs, int((time.monotonic() - started) * 1000))
 
 
@@ -346,12 +361,16 @@ def _rss_mb(pid: int) -> float:
     return resident_pages * os.sysconf("SC_PAGE_SIZE") / 1_048_576
 
 
-def _reap(proc: subprocess.Popen[bytes]) -> None:
+def _kill(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    _kill(proc)
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None:
             try:

@@ -84,7 +84,9 @@ def test_an_infinite_loop_is_stopped_at_the_wall_limit(as_owner):
     still_healthy(as_owner)
 
 
-def test_a_two_gigabyte_allocation_is_stopped_at_the_memory_cap(as_owner):
+def test_a_two_gigabyte_allocation_is_stopped_at_the_memory_cap(as_owner, settings):
+    # Enough wall time that only the memory cap can end these on a loaded machine.
+    settings.KODY_EXECUTE_WALL_SECONDS = 30.0
     error = refused(as_owner, "async () => { const a = new Uint8Array(2e9); a.fill(7); return 1 }")
     assert error["code"] == "execute_memory"
     heap = refused(as_owner, "async () => { const xs = []; for (;;) xs.push({a: [1, 2, 3]}) }")
@@ -92,7 +94,8 @@ def test_a_two_gigabyte_allocation_is_stopped_at_the_memory_cap(as_owner):
     still_healthy(as_owner)
 
 
-def test_a_hundred_megabyte_result_is_refused(as_owner):
+def test_a_hundred_megabyte_result_is_refused(as_owner, settings):
+    settings.KODY_EXECUTE_WALL_SECONDS = 30.0
     error = refused(as_owner, "async () => 'x'.repeat(100 * 1024 * 1024)")
     assert error["code"] in ("execute_memory", "execute_error")
     smaller = refused(as_owner, "async () => 'y'.repeat(2 * 1024 * 1024)")

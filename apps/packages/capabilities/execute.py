@@ -11,7 +11,8 @@ from kody.capabilities import Context, capability
 @capability(
     name="execute",
     domain="execute",
-    mutates=True,
+    # Not a mutation itself: every capability the code calls takes its own write guard, so a
+    # guard here would only hold a lease (two meter round trips) around the whole run.
     title="Run code",
     description=(
         "Run JavaScript or TypeScript in a sandbox: `code` is an async function expression "
