@@ -249,6 +249,17 @@ def resolve_for_use(user_id: str, name: str, *, package_id: str | None, host: st
     )
 
 
+def resolve_for_signing(user_id: str, name: str) -> str:
+    """The plaintext of the user's own live secret, for a signature computed on the server
+    (``secretJwtSign``): the value itself never leaves the caller of this function."""
+    entry = _live_entry(user_id, SecretScope.USER, "", name)
+    if entry is None:
+        raise SecretNotFound(details={"name": name})
+    return crypto.open_sealed(
+        entry.key_id, entry.encrypted_value, _aad(user_id, entry.bucket_id, entry.name)
+    )
+
+
 def _live_entry(user_id: str, scope: str, key: str, name: str) -> SecretEntry | None:
     try:
         entry = _entry(user_id, scope, key, name)
