@@ -110,6 +110,8 @@ const storage = Object.freeze({
   set: (key, value) => request("call", { name: "storageSet", args: { storageId, key, value } }),
   delete: (key) => request("call", { name: "storageDelete", args: { storageId, key } }),
   list: (options = {}) => request("call", { name: "storageList", args: { ...options, storageId } }),
+  query: (sql, params = []) =>
+    request("call", { name: "storageQuery", args: { storageId, sql, params } }),
 });
 
 const logs = [];

@@ -70,3 +70,32 @@ def test_runs_are_triaged_in_bulk_by_their_owner_only(as_owner, as_outsider):
 def test_the_coding_guide_is_served(as_owner):
     guide = as_owner.call("codingGuideGet")
     assert guide["format"] == "markdown" and "kody:@scope/name" in guide["guide"]
+
+
+def test_storage_query_reads_only_the_callers_bucket(as_owner, as_outsider, owner):
+    for key, value in [("a", {"n": 1}), ("b", {"n": 2}), ("c", {"n": 3})]:
+        as_owner.call("storageSet", storageId="job:j1", key=key, value=value)
+    as_owner.call("storageSet", storageId="job:other", key="z", value={"n": 99})
+    as_outsider.call("storageSet", storageId="job:j1", key="x", value={"n": 1000})
+    sql = "SELECT key, (value->>'n')::int AS n FROM bucket WHERE (value->>'n')::int >= $1"
+    got = as_owner.call("storageQuery", storageId="job:j1", sql=sql + " ORDER BY key", params=[2])
+    assert got == {"rows": [{"key": "b", "n": 2}, {"key": "c", "n": 3}], "truncated": False}
+    total = "SELECT sum((value->>'n')::int) AS s FROM bucket"
+    theirs = as_outsider.call("storageQuery", storageId="job:j1", sql=total)
+    assert theirs["rows"] == [{"s": 1000}]
+
+    # Nothing outside the bucket: not the storage table, not public tables, not a script.
+    for escape in [
+        "SELECT * FROM storage_entries",
+        "SELECT * FROM public.users",
+        "SELECT * FROM jobs",
+        "SELECT 1) AS q; DELETE FROM bucket; SELECT (1",
+        "SELECT pg_read_file('/etc/passwd')",
+        "SELECT pg_sleep(5)",
+    ]:
+        error = as_owner.error("storageQuery", 422, storageId="job:j1", sql=escape)
+        assert error["code"] == "storage_query_failed", escape
+    # The connection is back to normal afterwards: writes work.
+    as_owner.call("storageSet", storageId="job:j1", key="d", value={"n": 4})
+    code = "async () => (await storage.query('SELECT count(*) AS c FROM bucket')).rows[0].c"
+    assert as_owner.call("execute", code=code)["result"] == 0  # exec:{uuid} is empty

@@ -141,3 +141,32 @@ def run_update_bulk(
 )
 def coding_guide_get(ctx: Context) -> dict[str, Any]:
     return {"guide": GUIDE.read_text(encoding="utf-8"), "format": "markdown"}
+
+
+@capability(
+    name="storageQuery",
+    domain="storage",
+    title="Query a storage bucket with SQL",
+    description=(
+        "Read-only SQL over one of your buckets, seen as the table `bucket(key text, value "
+        "jsonb)`; nothing else is reachable. `params` are $1…$n. At most 1,000 rows (each row "
+        "as a JSON object), 2 s, buckets up to 10,000 entries."
+    ),
+    input_schema=_object(
+        {
+            "storageId": STORAGE_ID,
+            "sql": {"type": "string", "minLength": 1, "maxLength": 20_000},
+            "params": {"type": "array", "maxItems": 20},
+        },
+        ["storageId", "sql"],
+    ),
+)
+def storage_query(
+    ctx: Context,
+    storageId: str,  # noqa: N803
+    sql: str,
+    params: list[Any] | None = None,
+) -> Any:
+    from apps.jobs.services import bucket_sql
+
+    return bucket_sql.query(ctx.user_id, storageId, sql, params)
