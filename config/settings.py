@@ -339,3 +339,9 @@ LOGGING = {
 KODY_MAIL_DOMAIN = envstr("KODY_MAIL_DOMAIN", "mail.localhost").lower()
 KODY_INBOUND_EMAIL_SECRET = envstr("KODY_INBOUND_EMAIL_SECRET")
 KODY_EMAIL_PROVIDER = envstr("KODY_EMAIL_PROVIDER", "django")
+
+# Agent code (ADR 0054): booted Deno processes kept per memory cap, and an override of the
+# plans' wall limit per call (unset: the plan's). Tests allow named hosts to reach a local
+# server through KODY_EXECUTE_FETCH_ALLOW; never set in production.
+KODY_SANDBOX_WARM = envint("KODY_SANDBOX_WARM", 2)
+KODY_EXECUTE_WALL_SECONDS = envfloat("KODY_EXECUTE_WALL_SECONDS", 0.0) or None

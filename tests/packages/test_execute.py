@@ -167,3 +167,10 @@ def test_each_call_runs_in_a_process_of_its_own(as_owner):
     for _ in range(3):
         run(as_owner, "async () => 1")
     assert pool().started - before == 3
+
+
+def test_a_kody_import_in_ad_hoc_code_teaches_the_pinned_way(as_owner):
+    dynamic = as_owner.error("execute", 422, code="async () => import('kody:@ada/util')")
+    assert dynamic["code"] == "execute_error" and "statically" in dynamic["message"]
+    static = 'import { x } from "kody:@ada/util";\nexport default async () => x;'
+    assert as_owner.error("execute", 422, code=static)["code"] == "execute_error"
