@@ -86,6 +86,7 @@ def start_server(port: int, log: Path) -> subprocess.Popen:
     env.pop("KODY_TEST_DB_SUFFIX", None)
     command = [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host",
                "127.0.0.1", "--port", str(port), "--log-level", "warning"]  # fmt: skip
+    env["KODY_LOG_LEVEL"] = "INFO"
     proc = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
     )
@@ -207,6 +208,11 @@ def main() -> None:
             f"  {'publish p50, ' + str(args.package_files) + '-file package':32} "
             f"{pct(samples, 50) * 1000:9.0f} ms   (reported; {len(samples)} saves)"
         )
+        pushes = [
+            line for line in (work / "server.log").read_text().splitlines() if " push " in line
+        ]
+        for line in pushes[: args.rounds]:
+            print("  server: " + line.split(" push ", 1)[1])
     finally:
         server.terminate()
         server.wait(timeout=15)

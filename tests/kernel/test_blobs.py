@@ -40,6 +40,7 @@ def s3_buckets(s3_endpoint, monkeypatch, tmp_path):
         "kody-test-email-blobs",
         "kody-test-community-assets",
         "kody-test-repo-session-blobs",
+        "kody-test-source-repos",
     ):
         client.create_bucket(Bucket=name)
     storages_conf = bucket_storages(

@@ -77,6 +77,10 @@ def test_an_update_publishes_a_descendant_commit(as_owner):
             "imports",
         ),
         ({"mod.ts": 'import { y } from "kody:@ada/missing";\nexport const x = y;\n'}, "imports"),
+        (
+            {"mod.ts": 'import x from "https://example.com/x.ts";\nexport const y = x;\n'},
+            "typecheck",
+        ),
     ],
 )
 def test_a_failing_check_changes_nothing(as_owner, broken, failed):
@@ -262,3 +266,20 @@ def test_a_published_package_is_found_by_search_until_hidden(as_owner, as_outsid
     assert as_owner.call("packageGet", packageId=package["id"])["package"]["hidden"] is True
     error = as_owner.error("packageUpdate", 403, packageId=package["id"], locked=False)
     assert error["code"] == "forbidden"
+
+
+# Every package and repo capability, with where its cross-user test is (this module).
+ISOLATION_COVERED = {
+    "packageSave", "packageGet", "packageList", "packageUpdate", "packageDelete",
+    "packageGetGitRemote", "packagePublishExternalPush", "packageSubscriptionsList",
+    "packageInvocationTokenGet", "packageInvocationTokenList",
+    "repoCreate", "repoGet", "repoList", "repoDelete", "repoGetGitRemote", "repoPromoteToPackage",
+}  # fmt: skip
+
+
+def test_every_package_and_repo_capability_has_an_isolation_test():
+    from kody.capabilities import all_capabilities
+
+    modules = {"apps.packages.capabilities.packages", "apps.packages.capabilities.repos"}
+    declared = {c.name for c in all_capabilities() if c.handler.__module__ in modules}
+    assert declared == ISOLATION_COVERED

@@ -207,8 +207,10 @@ def _deno(report: CheckReport, files: dict[str, bytes], deps: list[dict[str, Any
             imports[dep["specifier"]] = f"./{folder}/{dep['entry'][2:]}"
         (root / "kody.deno.json").write_text(json.dumps({"imports": imports, "lock": False}))
         config = ["--config", "kody.deno.json"]
+        # Package source never makes the server fetch URLs: https: imports fail the check.
+        remote = ["--no-remote"]
         entries = [t[2:] for t in manifest.exports.values() if t.endswith(CODE_SUFFIXES)]
-        ok, out = _run(["check", *config, *entries], root) if entries else (True, "")
+        ok, out = _run(["check", *remote, *config, *entries], root) if entries else (True, "")
         report.add("typecheck", ok, "" if ok else out)
         ok, out = _run(["lint", *config, *code], root)
         report.add("lint", ok, "" if ok else out)
@@ -218,7 +220,7 @@ def _deno(report: CheckReport, files: dict[str, bytes], deps: list[dict[str, Any
             if not target.endswith(CODE_SUFFIXES):
                 continue
             out_file = Path(tmp) / "bundle.js"
-            ok, out = _run(["bundle", *config, target[2:], "-o", str(out_file)], root)
+            ok, out = _run(["bundle", *remote, *config, target[2:], "-o", str(out_file)], root)
             if not ok:
                 report.add("bundle", False, f"export {key}: {out}")
                 return

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 import zlib
 from collections.abc import Iterator
 
@@ -63,7 +64,26 @@ def _refuse_all(commands: list, unpack: bytes, reason: bytes) -> Iterator[tuple[
 def apply_push(
     base: BucketObjectStore, repo_id: str, commands: list, proto: object
 ) -> Iterator[tuple[bytes, bytes]]:
+    started = time.perf_counter()
+    marks: dict[str, float] = {}
+    try:
+        yield from _apply_push(base, repo_id, commands, proto, marks)
+    finally:
+        spans = " ".join(f"{k}_ms={v * 1000:.0f}" for k, v in marks.items())
+        log.info(
+            "push repo=%s refs=%d %s total_ms=%.0f",
+            repo_id,
+            len(commands),
+            spans,
+            (time.perf_counter() - started) * 1000,
+        )
+
+
+def _apply_push(
+    base: BucketObjectStore, repo_id: str, commands: list, proto: object, marks: dict
+) -> Iterator[tuple[bytes, bytes]]:
     sends_pack = any(new != ZERO for _old, new, _name in commands)
+    clock = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kody-push-") as tmp:
         staging = StagingStore.init(os.path.join(tmp, "objects"))
         staging.base = base
@@ -82,6 +102,8 @@ def apply_push(
                 log.info("push to %s: unreadable pack", repo_id, exc_info=True)
                 yield from _refuse_all(commands, b"unreadable pack", b"unpacker error")
                 return
+        marks["unpack"] = time.perf_counter() - clock
+        clock = time.perf_counter()
         overlay = OverlayObjectStore([staging, base])
         problem = _too_big_file(staging)
         if problem:
@@ -95,7 +117,10 @@ def apply_push(
             for (_old, _new, name), verdict in zip(commands, verdicts, strict=True):
                 yield (name, verdict if verdict != b"ok" else b"atomic push failed")
             return
+        marks["rules"] = time.perf_counter() - clock
+        clock = time.perf_counter()
         uploaded = [_upload(staging, base, pack) for pack in staging.packs]
+        marks["store"] = time.perf_counter() - clock
         updates = [
             (
                 name.decode(),
