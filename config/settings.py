@@ -424,3 +424,9 @@ SILENCED_SYSTEM_CHECKS = [*globals().get("SILENCED_SYSTEM_CHECKS", []), "oauth2_
 # production: allow loopback targets and trust an extra CA file (a test's own https server).
 KODY_FETCH_ALLOW_LOOPBACK = envbool("KODY_FETCH_ALLOW_LOOPBACK", False)
 KODY_FETCH_CA_FILE = envstr("KODY_FETCH_CA_FILE")
+
+# Agent code (ADR 0054): booted Deno processes kept per memory cap, and an override of the
+# plans' wall limit per call (unset: the plan's). Tests allow named hosts to reach a local
+# server through KODY_EXECUTE_FETCH_ALLOW; never set in production.
+KODY_SANDBOX_WARM = envint("KODY_SANDBOX_WARM", 2)
+KODY_EXECUTE_WALL_SECONDS = envfloat("KODY_EXECUTE_WALL_SECONDS", 0.0) or None

@@ -18,8 +18,10 @@ class JobsConfig(AppConfig):
             vectors,  # noqa: F401  (registers the job vector kind)
         )
         from apps.jobs.actor.runlog import CONCURRENT_WORKFLOWS_SQL, RunLog
+        from apps.jobs.services import package_jobs, runs
         from apps.jobs.services.runs import concurrent_workflows
         from apps.jobs.services.storage import estimate
+        from apps.packages.services import run_history
 
         # StorageRunner buckets are measured by the entitlements estimate lane.
         for kind in ("job", "execute", "package", "service"):
@@ -32,3 +34,6 @@ class JobsConfig(AppConfig):
             actor=RunLog.name,
             schema_count=CONCURRENT_WORKFLOWS_SQL,
         )
+        # Package code records its runs in RunLog and publish syncs package jobs: packages,
+        # below this app, reaches both through what is registered here.
+        run_history.register(runs=runs, package_jobs=package_jobs)

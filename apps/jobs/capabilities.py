@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from apps.jobs import services
+from apps.jobs import (
+    runtime_capabilities,  # noqa: F401  (registers storage* and runUpdateBulk)
+    services,
+)
 from apps.jobs.actor.models import RUN_STATUSES, RUN_SURFACES
 from apps.jobs.actor.runlog import TRIAGE
 from apps.jobs.services import runs, storage
@@ -17,15 +20,19 @@ LIMIT = {"type": "integer", "minimum": 1, "maximum": 100}
 TARGET = {
     "type": "object",
     "description": 'A capability call the caller may make: {"capability": "accountUsage", '
-    '"args": {}}. It runs with the caller\'s identity, limits and token scopes, and only while '
-    "that token is live. A target carrying a secret value (secretSet, …) is refused.",
+    '"args": {}}, or a published export of one of the caller\'s packages: {"package": '
+    '"@scope/name", "export": "default", "args": {}}. It runs with the caller\'s identity, '
+    "limits and token scopes, and only while that token is live. A target carrying a secret "
+    "value (secretSet, …) is refused.",
     # A stored call: kody.capabilities.secrecy follows it into the target's own schema.
     TARGET_MARK: True,
     "properties": {
         "capability": {"type": "string", "minLength": 1, "maxLength": 64},
+        "package": {"type": "string", "minLength": 1, "maxLength": 255},
+        "export": {"type": "string", "minLength": 1, "maxLength": 255},
         "args": {"type": "object"},
     },
-    "required": ["capability"],
+    "oneOf": [{"required": ["capability"]}, {"required": ["package", "export"]}],
     "additionalProperties": False,
 }
 SCHEDULE = {

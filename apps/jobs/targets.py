@@ -1,10 +1,10 @@
-"""What a job runs: a small interface, with one kind today.
+"""What a job runs: a small interface, with two kinds.
 
-A target is stored in ``jobs.params_json["target"]``. The one kind is a capability call the
+A target is stored in ``jobs.params_json["target"]``. One kind is a capability call the
 owner may make, ``{"capability": "accountUsage", "args": {...}}``, run with the owner's
 identity and the scopes of the token that scheduled it, exactly as if that token had called
-it. A package export becomes a second kind by adding a class with ``run`` and a branch in
-``parse_target``.
+it. The other is a package export, ``{"package": "@scope/name", "export": name, "args"}``,
+run from its published bundle in the sandbox under the same grant (``PackageTarget``).
 
 The caller context stored with the job names the token (``tokenId``) whose grant the job
 replays; ``apps.jobs.grants`` checks before every run that the token is still live and the
@@ -135,7 +135,50 @@ class CapabilityTarget:
         return invoke(self.capability, ctx, self.args)
 
 
-def parse_target(data: Any) -> CapabilityTarget:
+@dataclass(frozen=True)
+class PackageTarget:
+    """A published package export, ``{"package": "@scope/name", "export": name, "args"}``,
+    run from its bundle as the owner under the scheduling grant, which must allow ``execute``."""
+
+    package: str
+    export: str
+    args: dict[str, Any] = field(default_factory=dict)
+    kind: str = "package"
+    # What the run stands for where the runner names a capability: its scope and ledger key.
+    capability: str = "execute"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"package": self.package, "export": self.export, "args": self.args}
+
+    def check(self, ctx: Context) -> None:
+        from apps.packages.services import exports, packages
+
+        if ctx.token is not None and not ctx.token.allows("execute"):
+            raise Forbidden(
+                "The token that schedules a package job must grant execute.",
+                details={"scope": "execute"},
+            )
+        package = packages.owned(ctx.user_id, name=self.package)
+        exports.bundle_for(package, self.export)
+
+    def run(self, owner: User, grant: CallerScopes) -> Any:
+        from apps.packages.services import exports, packages
+
+        if not grant.allows("execute"):
+            raise Forbidden("The job's grant does not allow execute.", details={"scope": "execute"})
+        ctx = Context(user=owner, token=grant, surface="job")  # type: ignore[arg-type]
+        package = packages.owned(owner.stable_user_id, name=self.package)
+        return exports.run_export(ctx, package, self.export, self.args, surface="job", record=False)
+
+
+def parse_target(data: Any) -> CapabilityTarget | PackageTarget:
+    if isinstance(data, dict) and "package" in data:
+        if not isinstance(data["package"], str) or not isinstance(data.get("export"), str):
+            raise InvalidTarget('A package target is {"package": "@scope/name", "export": name}.')
+        args = data.get("args", {})
+        if not isinstance(args, dict):
+            raise InvalidTarget("A target's args are an object.")
+        return PackageTarget(data["package"], data["export"], args)
     if not isinstance(data, dict) or not isinstance(data.get("capability"), str):
         raise InvalidTarget('A target is {"capability": name, "args": {...}}.')
     args = data.get("args", {})

@@ -1,10 +1,20 @@
 from django.urls import path, re_path
 
-from apps.packages import git_http, package_views, session_views, views
+from apps.packages import git_http, invocation_views, package_views, session_views, views
 
 app_name = "packages"
 
 urlpatterns = [
+    path(
+        "api/v1/packages/<str:package_id>/exports/<str:export_name>",
+        invocation_views.invoke_export,
+        name="invoke_export",
+    ),
+    path(
+        "@<str:username>/webhooks/<str:kody_id>/<str:name>/<str:secret>",
+        invocation_views.webhook_ingress,
+        name="webhook_ingress",
+    ),
     path("account/memories", views.memory_list, name="memories"),
     path("account/memories/<str:memory_id>/delete", views.memory_delete, name="memory_delete"),
     path("account/secrets", views.secret_list, name="secrets"),

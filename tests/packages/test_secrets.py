@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import logging
 from datetime import timedelta
 
@@ -208,3 +209,20 @@ def test_no_response_log_line_or_export_ever_carries_a_secret_value(
     for record in caplog.records:
         line = record.getMessage() + repr(record.args) + str(record.exc_info)
         assert VALUE not in line
+
+
+def test_a_jwt_is_signed_with_a_stored_key_that_is_never_revealed(as_owner, as_outsider):
+    import jwt
+
+    as_owner.call("secretSet", name="SIGNING_KEY", value=VALUE)
+    signed = as_owner.call("secretJwtSign", secretName="SIGNING_KEY", claims={"sub": "ada", "n": 1})
+    assert jwt.decode(signed["jwt"], VALUE, algorithms=["HS256"]) == {"sub": "ada", "n": 1}
+    assert VALUE not in json.dumps(signed)
+    # Code in the sandbox signs the same way, and never sees the key either.
+    code = "async () => (await kody.secretJwtSign({secretName: 'SIGNING_KEY', claims: {a: 1}}))"
+    reply = as_owner.call("execute", code=code)
+    assert jwt.decode(reply["result"]["jwt"], VALUE, algorithms=["HS256"]) == {"a": 1}
+    bad = as_owner.error("secretJwtSign", 422, secretName="SIGNING_KEY", claims={}, alg="RS256")
+    assert bad["code"] == "jwt_sign_failed" and VALUE not in json.dumps(bad)
+    missing = as_outsider.error("secretJwtSign", 404, secretName="SIGNING_KEY", claims={})
+    assert missing["code"] == "secret_not_found"

@@ -65,6 +65,12 @@ class StorageRunner(Actor):
         return {"deleted": deleted}
 
     @reads
+    def bucket_rows(self, storage_id: str, limit: int) -> list[list[Any]]:
+        """Up to ``limit`` + 1 (key, value) pairs of the bucket, for ``storageQuery``."""
+        rows = m.StorageEntry.objects.filter(storage_id=storage_id).order_by("key")
+        return [[r.key, r.value] for r in rows[: limit + 1]]
+
+    @reads
     def estimated_bytes(self, storage_id: str) -> int:
         return _bucket_bytes(storage_id)
 

@@ -21,6 +21,11 @@ class WorkflowNotFound(NotFound):
     message = "No workflow run with that id."
 
 
+def record(user_id: str, run: dict[str, Any], lines: list[dict[str, Any]]) -> Any:
+    """One finished run (a package export, a webhook delivery) and its log lines."""
+    return RunLog.call(user_id, "record", run, lines)
+
+
 def get_run(user_id: str, run_id: str) -> dict[str, Any]:
     found = RunLog.call(user_id, "get_run", run_id)
     if found is None:

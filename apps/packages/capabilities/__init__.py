@@ -1,6 +1,9 @@
 """Capabilities of the packages domain; each module registers its group on import."""
 
 from apps.packages.capabilities import (
+    execute,
+    guide,
+    invocations,
     memory,
     meta,
     packages,
@@ -9,6 +12,20 @@ from apps.packages.capabilities import (
     search,
     secrets,
     values,
+    webhooks,
 )
 
-__all__ = ["memory", "meta", "packages", "repo_sessions", "repos", "search", "secrets", "values"]
+__all__ = [
+    "execute",
+    "guide",
+    "invocations",
+    "memory",
+    "meta",
+    "packages",
+    "repo_sessions",
+    "repos",
+    "search",
+    "secrets",
+    "values",
+    "webhooks",
+]

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
 from apps.packages.services import secrets as service
+from apps.packages.services import signing
 from kody.capabilities import Context, capability
 from kody.capabilities.secrecy import SECRET
 from kody.errors import InvalidInput
@@ -213,3 +214,32 @@ def secret_lock(ctx: Context, name: str, packageId: str) -> dict[str, Any]:  # n
         "granted": request.granted,
         "approvalUrl": settings.SITE_URL.rstrip("/") + service.approval_path(name, packageId),
     }
+
+
+@capability(
+    name="secretJwtSign",
+    domain="secrets",
+    title="Sign a JWT with a stored secret",
+    description=(
+        "Sign `claims` as a JWT with one of your saved (user-scoped) secrets as the key — "
+        "HS256/384/512 use it as the HMAC key, RS*/ES* need a PEM private key. The secret "
+        "is never revealed; only the signed token is returned."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "secretName": {"type": "string", "minLength": 1, "maxLength": 255},
+            "claims": {"type": "object", "maxProperties": 100},
+            "alg": {"type": "string", "enum": list(signing.ALGORITHMS)},
+        },
+        "required": ["secretName", "claims"],
+        "additionalProperties": False,
+    },
+)
+def secret_jwt_sign(
+    ctx: Context,
+    secretName: str,  # noqa: N803
+    claims: dict[str, Any],
+    alg: str = "HS256",
+) -> dict[str, Any]:
+    return {"jwt": signing.sign(ctx.user_id, secretName, claims, alg), "alg": alg}

@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.packages.models import EntitySource, PublishedBundleArtifact, SavedPackage
-from apps.packages.services import index_debt
+from apps.packages.services import index_debt, run_history
 from apps.packages.services.checks import CheckReport, run_checks
 from apps.packages.services.git import BucketObjectStore, is_ancestor, move_refs, read_tree
 from kody.errors import Conflict, KodyError
@@ -89,6 +89,10 @@ def publish(
         files = read_tree(source.repo_id, commit, store=store)
     if report is None:
         report = run_checks(user.stable_user_id, user.username, files, package_id=package.id)
+    if report.ok and report.manifest is not None:
+        # package.json#kody.jobs is synced after the publish: refuse bad entries first.
+        wrong = run_history.package_jobs().problems(report.manifest.jobs, report.manifest.exports)
+        report.add("jobs", not wrong, " ".join(wrong))
     if not report.ok:
         return PublishResult(REJECTED, source.published_commit, report.checks, reason="checks")
     previous = source.published_commit
@@ -124,7 +128,14 @@ def publish(
             raise SnapshotWriteFailed() from exc
         _refresh_projections(user.stable_user_id, locked, package, commit, files, report)
     source.published_commit = commit
+    _sync_jobs(user.stable_user_id, package, commit, report)
     return PublishResult(PUBLISHED, commit, report.checks)
+
+
+def _sync_jobs(user_id: str, package: SavedPackage, commit: str, report: CheckReport) -> None:
+    assert report.manifest is not None
+    kody_id = package.kody_id or report.manifest.name
+    run_history.package_jobs().sync(user_id, package.id, kody_id, commit, report.manifest.jobs)
 
 
 def _write_snapshots(

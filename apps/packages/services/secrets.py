@@ -240,18 +240,30 @@ def _entry(user_id: str, scope: str, key: str, name: str) -> SecretEntry:
     return entry
 
 
-def resolve_for_use(user_id: str, name: str, *, package_id: str, host: str) -> str:
+def resolve_for_use(user_id: str, name: str, *, package_id: str | None, host: str) -> str:
     """The plaintext for a package's request to ``host``, if every gate allows it.
 
-    The package's own secret wins over the user's secret of the same name."""
-    own = _live_entry(user_id, SecretScope.PACKAGE, package_id, name)
+    The package's own secret wins over the user's secret of the same name. Without a package
+    (the user's own ad hoc ``execute``) only the user's secrets and the host gate apply."""
+    own = _live_entry(user_id, SecretScope.PACKAGE, package_id, name) if package_id else None
     entry = own or _live_entry(user_id, SecretScope.USER, "", name)
     if entry is None:
         raise SecretNotFound(details={"name": name})
     if host.lower() not in entry.allowed_hosts:
         raise SecretNotGranted("This secret is not allowed for that host.", details={"name": name})
-    if own is None and not _package_may_use(user_id, package_id, entry):
+    if own is None and package_id and not _package_may_use(user_id, package_id, entry):
         raise SecretNotGranted(details={"name": name, "packageId": package_id})
+    return crypto.open_sealed(
+        entry.key_id, entry.encrypted_value, _aad(user_id, entry.bucket_id, entry.name)
+    )
+
+
+def resolve_for_signing(user_id: str, name: str) -> str:
+    """The plaintext of the user's own live secret, for a signature computed on the server
+    (``secretJwtSign``): the value itself never leaves the caller of this function."""
+    entry = _live_entry(user_id, SecretScope.USER, "", name)
+    if entry is None:
+        raise SecretNotFound(details={"name": name})
     return crypto.open_sealed(
         entry.key_id, entry.encrypted_value, _aad(user_id, entry.bucket_id, entry.name)
     )
