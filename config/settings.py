@@ -339,7 +339,7 @@ KODY_MAIL_DOMAIN = envstr("KODY_MAIL_DOMAIN", "mail.localhost").lower()
 KODY_INBOUND_EMAIL_SECRET = envstr("KODY_INBOUND_EMAIL_SECRET")
 KODY_EMAIL_PROVIDER = envstr("KODY_EMAIL_PROVIDER", "django")
 
-# --- Database connections: one bounded pool per process and database (ADR 0048) -----------------
+# --- Database connections: one bounded pool per process and database -----------------
 # Each process keeps at most KODY_DB_POOL_SIZE connections per database (app and audit; Django's
 # psycopg pool); a request that waits KODY_DB_POOL_TIMEOUT seconds for one gets a coded 503 with
 # Retry-After (kody.outage), never a 500. Size it so that every process's connections fit the
@@ -425,7 +425,7 @@ SILENCED_SYSTEM_CHECKS = [*globals().get("SILENCED_SYSTEM_CHECKS", []), "oauth2_
 KODY_FETCH_ALLOW_LOOPBACK = envbool("KODY_FETCH_ALLOW_LOOPBACK", False)
 KODY_FETCH_CA_FILE = envstr("KODY_FETCH_CA_FILE")
 
-# Agent code (ADR 0054): booted Deno processes kept per memory cap, and an override of the
+# Agent code: booted Deno processes kept per memory cap, and an override of the
 # plans' wall limit per call (unset: the plan's). Tests allow named hosts to reach a local
 # server through KODY_EXECUTE_FETCH_ALLOW; never set in production.
 KODY_SANDBOX_WARM = envint("KODY_SANDBOX_WARM", 2)

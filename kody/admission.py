@@ -1,7 +1,7 @@
 """Admission at the door of the web process: at most as many requests inside as there are
 database connections to serve them; the rest wait their turn cheaply, or are told to come back.
 
-Design note (ADR 0048). Django runs each sync request in a thread of its own, and a request
+Design note. Django runs each sync request in a thread of its own, and a request
 keeps its pooled database connection until it ends. Let a burst of a thousand calls in and a
 thousand threads contend for twenty connections and one interpreter lock: each call gets
 slower, most outlive the pool's timeout, and the process answers little but 503s. This

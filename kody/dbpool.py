@@ -1,4 +1,4 @@
-"""Threads whose database connections must not come from the pool (ADR 0048).
+"""Threads whose database connections must not come from the pool.
 
 Web requests, the default worker's tasks and beat borrow connections from a bounded
 per-process pool (``DATABASES[...]["OPTIONS"]["pool"]``). A shard consumer is different: it

@@ -6,7 +6,7 @@ what caused it) says the database or the broker could not be reached, or that th
 connection pool stayed full for ``KODY_DB_POOL_TIMEOUT`` seconds, it gets back the typed error
 to answer with. Anything else is left alone: a bug stays a 500 and is logged as one.
 
-Design note (ADR 0048). The driver's exception classes name the cause without a round trip:
+Design note. The driver's exception classes name the cause without a round trip:
 a connection that failed or dropped carries no SQLSTATE or one of class 08 / 57P01-57P03, a
 server out of connection slots says 53300, and a pool wait that ran out is psycopg_pool's
 ``PoolTimeout``. Whether that wait was overload or an outage is read from the pools: a pool

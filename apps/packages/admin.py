@@ -128,7 +128,7 @@ class RemoteConnectorSettingAdmin(NoAddModelAdmin):
 # --- sources, repos, packages ------------------------------------------------------------
 
 
-# Sources, repos and packages change only through git and publish (ADR 0050/0051): the admin
+# Sources, repos and packages change only through git and publish: the admin
 # shows them, it never edits them (an edited pointer would skip checks and snapshots).
 @admin.register(m.EntitySource)
 class EntitySourceAdmin(ReadOnlyModelAdmin):

@@ -1,4 +1,4 @@
-"""Git remotes over smart HTTP: ``GET|POST /git/<sourceId>.git/...`` (ADR 0050).
+"""Git remotes over smart HTTP: ``GET|POST /git/<sourceId>.git/...``.
 
 Served by the web process with dulwich's protocol handlers. Every request carries a repo token
 (``Authorization: Bearer kgr_...`` through ``git -c http.extraHeader=...``, or as the Basic

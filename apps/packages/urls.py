@@ -39,7 +39,7 @@ urlpatterns = [
         package_views.package_approve,
         name="package_approve",
     ),
-    # Git smart HTTP remotes (ADR 0050); the token, not a session, authorizes.
+    # Git smart HTTP remotes; the token, not a session, authorizes.
     re_path(r"^git/(?P<source_id>[A-Za-z0-9-]{1,64})\.git/info/refs$", git_http.info_refs),
     re_path(
         r"^git/(?P<source_id>[A-Za-z0-9-]{1,64})\.git/git-upload-pack$",

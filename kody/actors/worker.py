@@ -280,7 +280,7 @@ class ShardConsumer(threading.Thread):
 
         from kody.dbpool import without_pool
 
-        without_pool()  # this thread's one long-lived connection closes for real (ADR 0048)
+        without_pool()  # this thread's one long-lived connection closes for real
         beat = threading.Thread(target=self.heartbeat, name=f"{self.name}.heartbeat", daemon=True)
         beat.start()
         try:

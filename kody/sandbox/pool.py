@@ -1,4 +1,4 @@
-"""A supervised pool of single-use, sandboxed Deno processes (ADR 0054).
+"""A supervised pool of single-use, sandboxed Deno processes.
 
 Each call gets a process of its own that was started ahead of time (``warm``) and is killed
 when the call ends, so no isolate, global or module outlives one call: one user's code can

@@ -1,4 +1,4 @@
-"""``storageQuery``: read-only SQL over one storage bucket (ADR 0054).
+"""``storageQuery``: read-only SQL over one storage bucket.
 
 The bucket's SQL home is a CTE, ``bucket(key text, value jsonb)``, built from the bucket's
 rows, which the owner's StorageRunner reads and hands over as one JSON parameter. The SQL

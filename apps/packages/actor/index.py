@@ -438,7 +438,7 @@ class RepoSessionIndex(Actor):
 
     @deletion_safe
     def export_pages(self, cursor: str | None = None, limit: int = 500) -> dict[str, Any]:
-        """Catalog rows only: the workspaces are ephemeral scratch (ADR 0053)."""
+        """Catalog rows only: the workspaces are ephemeral scratch."""
         limit = max(1, min(int(limit), 500))
         rows = m.RepoSession.objects.order_by("id")
         if cursor:

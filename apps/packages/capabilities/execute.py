@@ -1,4 +1,4 @@
-"""``execute``: run an agent's code in the sandbox, as the agent (ADR 0054)."""
+"""``execute``: run an agent's code in the sandbox, as the agent."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Git refs and repo tokens of the source store (ADR 0050).
+"""Git refs and repo tokens of the source store.
 
 Objects and packs live in the ``source_repos`` blob storage; the refs that name commits live
 here, so a publish moves a ref and ``entity_sources.published_commit`` in one transaction.

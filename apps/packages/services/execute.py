@@ -1,4 +1,4 @@
-"""Running agent code: ``execute`` and the bridge code calls back through (ADR 0054).
+"""Running agent code: ``execute`` and the bridge code calls back through.
 
 The sandbox (``kody.sandbox.pool``) runs the code; this module decides what the code may
 reach. ``kody.<name>(args)`` is ``kody.capabilities.invoke`` with the caller's own context —

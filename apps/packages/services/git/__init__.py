@@ -1,4 +1,4 @@
-"""The source store: real git repositories (dulwich, ADR 0050).
+"""The source store: real git repositories (dulwich).
 
 Objects and packs live in the ``source_repos`` blob storage under ``{repo_id}/pack/``; refs
 live in Postgres (``source_repo_refs``) so a publish moves a ref and
