@@ -7,6 +7,7 @@ Tables whose truth is written elsewhere (the audit trail, ledgers, token tables)
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
@@ -21,6 +22,7 @@ from django.utils import timezone
 from apps.accounts import models as m
 from apps.accounts.models.users import normalize_email, stable_user_id_for
 from apps.accounts.services import identity
+from kody import console
 from kody.adminkit import ReadOnlyModelAdmin
 from kody.errors import KodyError
 
@@ -406,3 +408,33 @@ class ReferralAdmin(ReadOnlyModelAdmin):
     list_display = ("referrer_stable_user_id", "referee_stable_user_id", "status", "created_at")
     list_filter = ("status",)
     search_fields = ("referrer_stable_user_id", "referee_stable_user_id", "reward_invoice_id")
+
+
+# --- counts on the operator console (kody/console.py) ---------------------------------------
+
+# A running deletion untouched this long has lost its worker; retained ones wait for a retry.
+STUCK_DELETION_AFTER = timedelta(hours=1)
+
+
+def _stuck_deletions() -> int:
+    stale = timezone.now() - STUCK_DELETION_AFTER
+    return m.AccountDeletion.objects.filter(
+        models.Q(status=m.DeletionStatus.RETAINED)
+        | models.Q(status=m.DeletionStatus.RUNNING, updated_at__lt=stale)
+    ).count()
+
+
+console.register_attention(
+    "stuck_deletions",
+    "Stuck account deletions",
+    "accounts.accountdeletion",
+    _stuck_deletions,
+    query="status__exact=retained",
+)
+console.register_attention(
+    "open_feedback",
+    "Open platform feedback",
+    "accounts.platformfeedback",
+    lambda: m.PlatformFeedback.objects.filter(status=m.FeedbackStatus.OPEN).count(),
+    query="status__exact=open",
+)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from apps.community import models as m
+from kody import console
 from kody.adminkit import ReadOnlyModelAdmin
 
 
@@ -61,3 +62,12 @@ class CommunityForkAdmin(ReadOnlyModelAdmin):
 class UserFollowAdmin(ReadOnlyModelAdmin):
     list_display = ("follower_user_id", "followee_user_id", "created_at")
     search_fields = ("follower_user_id", "followee_user_id")
+
+
+console.register_attention(
+    "open_reports",
+    "Open community reports",
+    "community.communityreport",
+    lambda: m.CommunityReport.objects.filter(status=m.ReportStatus.OPEN).count(),
+    query="status__exact=open",
+)
