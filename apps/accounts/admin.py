@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from apps.accounts import models as m
 from apps.accounts.models.users import normalize_email, stable_user_id_for
-from apps.accounts.services import identity
+from apps.accounts.services import flags, identity
 from kody import console
 from kody.adminkit import ReadOnlyModelAdmin
 from kody.errors import KodyError
@@ -281,10 +281,21 @@ class AuditEventAdmin(ReadOnlyModelAdmin):
 
 @admin.register(m.FeatureFlag)
 class FeatureFlagAdmin(admin.ModelAdmin):
-    list_display = ("key", "enabled", "rollout_percent", "updated_at")
+    list_display = ("key", "enabled", "rollout_percent", "exposures_this_month", "updated_at")
     list_filter = ("enabled",)
     search_fields = ("key", "note")
     raw_id_fields = ("updated_by",)
+    readonly_fields = ("exposures_this_month",)
+
+    @admin.display(description="Exposures this month (on / off, people on / off)")
+    def exposures_this_month(self, obj: m.FeatureFlag) -> str:
+        if obj.pk is None:
+            return "-"
+        r = flags.readout(obj.key)
+        return (
+            f"{r['exposures']} ({r['exposuresOn']} on / {r['exposuresOff']} off; "
+            f"{r['peopleOn']} / {r['peopleOff']} people)"
+        )
 
 
 @admin.register(m.FeatureFlagUserOverride)

@@ -190,4 +190,5 @@ def account_export_section(
 
 
 # Operator capabilities of account deletion live beside the deletion job.
+from apps.accounts import flag_capabilities as _flag_capabilities  # noqa: E402, F401
 from apps.accounts.deletion import capabilities as _deletion_capabilities  # noqa: E402, F401

@@ -79,6 +79,32 @@ def record(
         logger.exception("audit write skipped category=%s action=%s", category, action)
 
 
+def record_first(
+    *,
+    action: str,
+    email: str | None,
+    ip: str | None,
+    client_id: str | None,
+    surface: str,
+    reason: str | None = None,
+) -> None:
+    """Audit-first for operator writes: the intent row is written before the change, and a
+    failure to write it refuses the change (unlike ``record``, which is best-effort)."""
+    from apps.accounts.models import AuditEvent
+
+    AuditEvent.objects.create(
+        category="admin",
+        action=f"{action}:intent"[:100],
+        result="success",
+        email_hash=email_hash(email) if email else None,
+        ip_hash=ip_hash(ip) if ip else None,
+        client_id=client_id,
+        path=f"{surface}:{action}"[:500],
+        reason=clean_reason(reason),
+        timestamp=timezone.now(),
+    )
+
+
 def prune_expired(limit: int) -> int:
     """Delete up to ``limit`` of the oldest rows past the retention window; returns how many."""
     from apps.accounts.models import AuditEvent
