@@ -16,17 +16,6 @@ from kody.capabilities import Context, capability
 KEY = {"type": "string", "minLength": 1, "maxLength": 128}
 
 
-def _audit_first(ctx: Context, action: str, reason: str) -> None:
-    audit.record_first(
-        action=action,
-        email=ctx.user.email,
-        ip=ctx.ip,
-        client_id=ctx.client_id,
-        surface=ctx.surface,
-        reason=reason,
-    )
-
-
 def _flag_view(flag: FeatureFlag) -> dict[str, Any]:
     return {
         "key": flag.key,
@@ -87,7 +76,7 @@ def admin_feature_flag_set(
     rolloutPercent: int | None = None,  # noqa: N803
     note: str | None = None,
 ) -> dict[str, Any]:
-    _audit_first(ctx, "adminFeatureFlagSet", f"flag={key[:128]}")
+    audit.record_intent(ctx, "adminFeatureFlagSet", f"flag={key[:128]}")
     flag = flags.set_flag(
         key, enabled=enabled, rollout_percent=rolloutPercent, note=note, actor=ctx.user
     )
@@ -119,6 +108,6 @@ def admin_feature_flag_override(
     enabled: bool | None,
 ) -> dict[str, Any]:
     target = account_by_stable_id(userId)
-    _audit_first(ctx, "adminFeatureFlagOverride", f"flag={key[:128]}")
+    audit.record_intent(ctx, "adminFeatureFlagOverride", f"flag={key[:128]}")
     result = flags.set_override(key, target, enabled, actor=ctx.user)
     return {"key": key, "userId": target.stable_user_id, "enabled": result}

@@ -14,6 +14,7 @@ import hmac
 import logging
 import re
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -102,6 +103,18 @@ def record_first(
         path=f"{surface}:{action}"[:500],
         reason=clean_reason(reason),
         timestamp=timezone.now(),
+    )
+
+
+def record_intent(ctx: Any, action: str, reason: str | None = None) -> None:
+    """``record_first`` for an operator capability's call context."""
+    record_first(
+        action=action,
+        email=ctx.user.email,
+        ip=ctx.ip,
+        client_id=ctx.client_id,
+        surface=ctx.surface,
+        reason=reason,
     )
 
 
