@@ -192,5 +192,6 @@ def account_export_section(
 # Operator capabilities live beside their services: account deletion, users and the audit log,
 # feature flags.
 from apps.accounts import admin_user_capabilities as _admin_user_capabilities  # noqa: E402, F401
+from apps.accounts import feedback_capabilities as _feedback_capabilities  # noqa: E402, F401
 from apps.accounts import flag_capabilities as _flag_capabilities  # noqa: E402, F401
 from apps.accounts.deletion import capabilities as _deletion_capabilities  # noqa: E402, F401
