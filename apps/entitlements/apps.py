@@ -17,3 +17,7 @@ class EntitlementsConfig(AppConfig):
         policy.register_write_leases(metering)
         # Apps below this one (packages) hold plan count limits through the policy.
         policy.register_count_limits(count_limit)
+        # … and reserve/release storage bytes for writes that grow or shrink what they store.
+        from apps.entitlements.services import release_storage_bytes, reserve_storage_bytes
+
+        policy.register_storage_meter(reserve_storage_bytes, release_storage_bytes)

@@ -160,6 +160,12 @@ def reserve_storage_bytes(user: Any, n: int) -> Charge:
     return Charge("storage_bytes", int(result["bytes"]), limit, plan, None)
 
 
+def release_storage_bytes(user: Any, n: int) -> None:
+    """Give back ``n`` bytes a delete freed (never below zero; reconciliation fixes drift)."""
+    if n > 0:
+        meter.reserve_storage_bytes(user_id_of(user), -n, 0)
+
+
 def assert_within(user: Any, name: str, n: int = 1, *, now: datetime | None = None) -> None:
     """Raise ``LimitReached`` when ``n`` more units would pass the plan limit; charges nothing."""
     uid, plan = user_id_of(user), cached_plan(user_id_of(user))
