@@ -7,7 +7,7 @@ import pytest
 
 from apps.entitlements.plans import limit_for
 from apps.entitlements.services import metering
-from apps.packages.models import ValueBucket, ValueEntry
+from apps.packages.models import McpMemory, ValueBucket, ValueEntry
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
@@ -48,3 +48,21 @@ def test_a_write_over_the_storage_limit_is_refused_and_stores_nothing(
     as_owner.call("valueSet", name="ok", value="x")
     as_outsider.call("valueSet", name="big", value="x" * 64)
     assert stored(outsider) == len("big") + 64
+
+
+def test_memories_reserve_their_text_and_refuse_past_the_limit(
+    as_owner, owner, django_capture_on_commit_callbacks
+):
+    memory = as_owner.call("memoryUpsert", subject="Tea", summary="Likes green tea")["memory"]
+    assert stored(owner) == len("Tea") + len("Likes green tea")
+    with django_capture_on_commit_callbacks(execute=True):
+        as_owner.call("memoryUpsert", memoryId=memory["id"], subject="Tea", summary="Likes tea")
+    assert stored(owner) == len("Tea") + len("Likes tea")
+
+    limit = limit_for(owner.plan, "storage_bytes")
+    metering.reserve_storage_bytes(owner.stable_user_id, limit - stored(owner) - 5, limit)
+    error = as_owner.error("memoryUpsert", 429, subject="Coffee", summary="x" * 100)
+    assert error["code"] == "limit_reached"
+    assert list(
+        McpMemory.objects.filter(user_id=owner.stable_user_id).values_list("subject", flat=True)
+    ) == ["Tea"]
