@@ -13,7 +13,7 @@ from django.shortcuts import render
 from django.urls import URLPattern, URLResolver, path
 from django.views.decorators.cache import never_cache
 
-from kody import health
+from kody import console, health
 from kody.lanes import admin as lanes_admin  # noqa: F401  (registers the lane list)
 
 
@@ -34,6 +34,31 @@ def health_json_view(request: HttpRequest) -> JsonResponse:
     return JsonResponse(health.report())
 
 
+def tables_view(request: HttpRequest) -> HttpResponse:
+    """The raw per-app model list the stock index used to show, one level below the console."""
+    context = {
+        **admin.site.each_context(request),
+        "title": "All tables",
+        "app_list": admin.site.get_app_list(request),
+        "kody_tables": True,
+    }
+    return render(request, "admin/index.html", context)
+
+
+_default_index = admin.site.index
+
+
+def _index(request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
+    context = {
+        "title": "Operator console",
+        "task_groups": console.task_groups(request),
+        "attention": console.attention(request),
+        **(extra_context or {}),
+    }
+    return _default_index(request, extra_context=context)
+
+
+admin.site.index = _index  # type: ignore[method-assign]
 _default_get_urls = admin.site.get_urls
 
 
@@ -41,6 +66,7 @@ def _get_urls() -> list[URLPattern | URLResolver]:
     return [
         path("health/", admin.site.admin_view(health_view), name="kody_health"),
         path("health.json", health_json_view, name="kody_health_json"),
+        path("tables/", admin.site.admin_view(tables_view), name="kody_tables"),
         *_default_get_urls(),
     ]
 

@@ -7,6 +7,7 @@ Tables whose truth is written elsewhere (the audit trail, ledgers, token tables)
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
@@ -20,7 +21,8 @@ from django.utils import timezone
 
 from apps.accounts import models as m
 from apps.accounts.models.users import normalize_email, stable_user_id_for
-from apps.accounts.services import identity
+from apps.accounts.services import flags, identity
+from kody import console
 from kody.adminkit import ReadOnlyModelAdmin
 from kody.errors import KodyError
 
@@ -296,10 +298,21 @@ class AuditEventAdmin(ReadOnlyModelAdmin):
 
 @admin.register(m.FeatureFlag)
 class FeatureFlagAdmin(admin.ModelAdmin):
-    list_display = ("key", "enabled", "rollout_percent", "updated_at")
+    list_display = ("key", "enabled", "rollout_percent", "exposures_this_month", "updated_at")
     list_filter = ("enabled",)
     search_fields = ("key", "note")
     raw_id_fields = ("updated_by",)
+    readonly_fields = ("exposures_this_month",)
+
+    @admin.display(description="Exposures this month (on / off, people on / off)")
+    def exposures_this_month(self, obj: m.FeatureFlag) -> str:
+        if obj.pk is None:
+            return "-"
+        r = flags.readout(obj.key)
+        return (
+            f"{r['exposures']} ({r['exposuresOn']} on / {r['exposuresOff']} off; "
+            f"{r['peopleOn']} / {r['peopleOff']} people)"
+        )
 
 
 @admin.register(m.FeatureFlagUserOverride)
@@ -423,3 +436,33 @@ class ReferralAdmin(ReadOnlyModelAdmin):
     list_display = ("referrer_stable_user_id", "referee_stable_user_id", "status", "created_at")
     list_filter = ("status",)
     search_fields = ("referrer_stable_user_id", "referee_stable_user_id", "reward_invoice_id")
+
+
+# --- counts on the operator console (kody/console.py) ---------------------------------------
+
+# A running deletion untouched this long has lost its worker; retained ones wait for a retry.
+STUCK_DELETION_AFTER = timedelta(hours=1)
+
+
+def _stuck_deletions() -> int:
+    stale = timezone.now() - STUCK_DELETION_AFTER
+    return m.AccountDeletion.objects.filter(
+        models.Q(status=m.DeletionStatus.RETAINED)
+        | models.Q(status=m.DeletionStatus.RUNNING, updated_at__lt=stale)
+    ).count()
+
+
+console.register_attention(
+    "stuck_deletions",
+    "Stuck account deletions",
+    "accounts.accountdeletion",
+    _stuck_deletions,
+    query="status__exact=retained",
+)
+console.register_attention(
+    "open_feedback",
+    "Open platform feedback",
+    "accounts.platformfeedback",
+    lambda: m.PlatformFeedback.objects.filter(status=m.FeedbackStatus.OPEN).count(),
+    query="status__exact=open",
+)

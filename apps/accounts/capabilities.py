@@ -189,5 +189,9 @@ def account_export_section(
     return service.section(ctx.user, section, table=table, cursor=cursor, limit=limit)
 
 
-# Operator capabilities of account deletion live beside the deletion job.
+# Operator capabilities live beside their services: account deletion, users and the audit log,
+# feature flags.
+from apps.accounts import admin_user_capabilities as _admin_user_capabilities  # noqa: E402, F401
+from apps.accounts import feedback_capabilities as _feedback_capabilities  # noqa: E402, F401
+from apps.accounts import flag_capabilities as _flag_capabilities  # noqa: E402, F401
 from apps.accounts.deletion import capabilities as _deletion_capabilities  # noqa: E402, F401

@@ -90,6 +90,29 @@ def first_mcp_client_use(user_pk: int, now: Any) -> bool:
     return any(settle(user_pk, now=now) for settle in _first_mcp_use)
 
 
+_storage_meter: list[tuple[Any, Any]] = []
+
+
+def register_storage_meter(reserve: Any, release: Any) -> None:
+    """Name the keeper of storage bytes (entitlements does, in its ``ready()``)."""
+    _storage_meter[:] = [(reserve, release)]
+
+
+def reserve_storage_bytes(user: Any, n: int) -> None:
+    """Reserve ``n`` more stored bytes for ``user``; raises the coded limit error when the plan's
+    ``storage_bytes`` would be passed. Call before writing; release if the write then fails."""
+    if n <= 0:
+        return
+    if not _storage_meter:
+        raise ImproperlyConfigured("no storage meter registered (is entitlements installed?)")
+    _storage_meter[0][0](user, n)
+
+
+def release_storage_bytes(user: Any, n: int) -> None:
+    if n > 0 and _storage_meter:
+        _storage_meter[0][1](user, n)
+
+
 def _write_leases() -> WriteLeases:
     if not _leases:
         raise ImproperlyConfigured("no write-lease keeper registered (is entitlements installed?)")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.accounts import views
+from apps.accounts import banner_views, views
 from apps.accounts.deletion import views as deletion_views
 from apps.accounts.export import views as export_views
 
@@ -25,6 +25,7 @@ urlpatterns = [
         name="grant_revoke",
     ),
     path("account/usage", views.usage, name="usage"),
+    path("account/banners/<str:banner_id>/dismiss", banner_views.dismiss, name="banner_dismiss"),
     path("account/export.json", export_views.export_manifest, name="export_manifest"),
     path("account/delete", deletion_views.delete_account, name="delete_account"),
     path("account/settings", views.settings_page, name="settings"),

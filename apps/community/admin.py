@@ -9,6 +9,7 @@ from django.http import HttpRequest
 
 from apps.community import models as m
 from apps.community.services import listings, moderation
+from kody import console
 from kody.adminkit import ReadOnlyModelAdmin
 
 
@@ -119,3 +120,12 @@ class CommunityForkAdmin(ReadOnlyModelAdmin):
 class UserFollowAdmin(ReadOnlyModelAdmin):
     list_display = ("follower_user_id", "followee_user_id", "created_at")
     search_fields = ("follower_user_id", "followee_user_id")
+
+
+console.register_attention(
+    "open_reports",
+    "Open community reports",
+    "community.communityreport",
+    lambda: m.CommunityReport.objects.filter(status=m.ReportStatus.OPEN).count(),
+    query="status__exact=open",
+)

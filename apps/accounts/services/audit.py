@@ -14,6 +14,7 @@ import hmac
 import logging
 import re
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import DatabaseError
@@ -77,6 +78,44 @@ def record(
         )
     except DatabaseError:
         logger.exception("audit write skipped category=%s action=%s", category, action)
+
+
+def record_first(
+    *,
+    action: str,
+    email: str | None,
+    ip: str | None,
+    client_id: str | None,
+    surface: str,
+    reason: str | None = None,
+) -> None:
+    """Audit-first for operator writes: the intent row is written before the change, and a
+    failure to write it refuses the change (unlike ``record``, which is best-effort)."""
+    from apps.accounts.models import AuditEvent
+
+    AuditEvent.objects.create(
+        category="admin",
+        action=f"{action}:intent"[:100],
+        result="success",
+        email_hash=email_hash(email) if email else None,
+        ip_hash=ip_hash(ip) if ip else None,
+        client_id=client_id,
+        path=f"{surface}:{action}"[:500],
+        reason=clean_reason(reason),
+        timestamp=timezone.now(),
+    )
+
+
+def record_intent(ctx: Any, action: str, reason: str | None = None) -> None:
+    """``record_first`` for an operator capability's call context."""
+    record_first(
+        action=action,
+        email=ctx.user.email,
+        ip=ctx.ip,
+        client_id=ctx.client_id,
+        surface=ctx.surface,
+        reason=reason,
+    )
 
 
 def prune_expired(limit: int) -> int:

@@ -30,6 +30,7 @@ from apps.entitlements.services.enforcement import (
     consume_in_call,
     consume_inbound_delivery,
     refund,
+    release_storage_bytes,
     reserve_storage_bytes,
 )
 from apps.entitlements.services.plan_cache import cached_plan, invalidate_plan
@@ -56,6 +57,7 @@ __all__ = [
     "plan_of",
     "record_usage",
     "refund",
+    "release_storage_bytes",
     "reserve_storage_bytes",
     "usage_summary",
     "usage_summary_json",

@@ -8,6 +8,7 @@ plan comes from the Redis plan cache; no shared table is read or written.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
@@ -20,7 +21,7 @@ from apps.entitlements.plans import Kind, Plan, limit_for, resource
 from apps.entitlements.services import metering as meter
 from apps.entitlements.services.plan_cache import cached_plan
 from kody.actors import CallContext
-from kody.errors import KodyError
+from kody.errors import AccountDeleting, KodyError
 
 
 class LimitReached(KodyError):
@@ -154,10 +155,22 @@ def reserve_storage_bytes(user: Any, n: int) -> Charge:
     uid, plan = user_id_of(user), cached_plan(user_id_of(user))
     limit = limit_for(plan, "storage_bytes")
     headroom = max(0, limit - bucket_estimate_total(uid))
-    result = meter.reserve_storage_bytes(uid, n, headroom)
+    try:
+        result = meter.reserve_storage_bytes(uid, n, headroom)
+    except AccountDeleting:
+        # Only a writer that took its lease before the deletion mark gets here: the deletion
+        # drains it and then purges everything, meter included, so there is nothing to meter.
+        return Charge("storage_bytes", 0, limit, plan, None)
     if not result["allowed"]:
         raise _limit_reached("storage_bytes", limit, plan, None, int(result["bytes"]))
     return Charge("storage_bytes", int(result["bytes"]), limit, plan, None)
+
+
+def release_storage_bytes(user: Any, n: int) -> None:
+    """Give back ``n`` bytes a delete freed (never below zero; reconciliation fixes drift)."""
+    if n > 0:
+        with contextlib.suppress(AccountDeleting):  # the purge drops the meter anyway
+            meter.reserve_storage_bytes(user_id_of(user), -n, 0)
 
 
 def assert_within(user: Any, name: str, n: int = 1, *, now: datetime | None = None) -> None:

@@ -23,6 +23,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.accounts import policy
 from apps.packages.models import McpMemory, McpMemoryConversationSuppression
 from apps.packages.models.mcp import MemoryStatus
 from apps.packages.services import index_debt
@@ -92,6 +93,7 @@ def upsert(
     """Update ``memory_id`` (or the memory with the same ``dedupe_key``), else create one."""
     with transaction.atomic():
         memory = _target(user_id, memory_id, dedupe_key)
+        before = 0 if memory._state.adding else _text_bytes(memory)
         memory.subject = subject.strip()
         memory.summary = summary.strip()
         memory.details = details.strip()
@@ -99,9 +101,29 @@ def upsert(
         memory.tags_json = sorted({t.strip() for t in tags if t.strip()})
         memory.dedupe_key = dedupe_key or memory.dedupe_key
         memory.status = MemoryStatus.ACTIVE
-        memory.save()
+        grown = _text_bytes(memory) - before
+        # Reserve the growth before saving: over storage_bytes the coded limit error rolls the
+        # transaction back and nothing is stored.
+        policy.reserve_storage_bytes(user_id, grown)
+        try:
+            memory.save()
+        except BaseException:
+            policy.release_storage_bytes(user_id, grown)
+            raise
+        if grown < 0:
+            freed = -grown
+            transaction.on_commit(lambda: policy.release_storage_bytes(user_id, freed))
         index_debt.changed("memory", user_id, [memory.id])
     return memory
+
+
+def _text_bytes(memory: McpMemory) -> int:
+    """A memory's weight against storage_bytes: its text, UTF-8 encoded. A deleted memory keeps
+    its row (and weight) until it is purged, as the reconciliation measures it."""
+    text = (memory.subject, memory.summary, memory.details, memory.dedupe_key or "")
+    return sum(len(part.encode()) for part in text) + sum(
+        len(t.encode()) for t in memory.tags_json or ()
+    )
 
 
 def _target(user_id: str, memory_id: str | None, dedupe_key: str | None) -> McpMemory:

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from apps.accounts import policy
 from apps.packages.models import ValueBucket, ValueEntry
 from apps.packages.models.secrets import ValueScope
 from kody.errors import InvalidInput, NotFound
@@ -67,13 +68,33 @@ def set_value(
     key = bucket_key(scope, binding_key)
     with transaction.atomic():
         bucket, _ = ValueBucket.objects.get_or_create(user_id=user_id, scope=scope, binding_key=key)
-        if scope == ValueScope.SESSION and expires_at is not None:
-            bucket.expires_at = expires_at
-            bucket.save(update_fields=["expires_at", "updated_at"])
-        entry, _ = ValueEntry.objects.update_or_create(
-            bucket=bucket, name=name, defaults={"value": value, "description": description}
+        before = ValueEntry.objects.select_for_update().filter(bucket=bucket, name=name).first()
+        grown = entry_bytes(name, value, description) - (
+            entry_bytes(before.name, before.value, before.description) if before else 0
         )
+        # Reserve first: over the plan's storage_bytes this raises the coded limit error and
+        # the transaction stores nothing (not even a new bucket).
+        policy.reserve_storage_bytes(user_id, grown)
+        try:
+            if scope == ValueScope.SESSION and expires_at is not None:
+                bucket.expires_at = expires_at
+                bucket.save(update_fields=["expires_at", "updated_at"])
+            entry, _ = ValueEntry.objects.update_or_create(
+                bucket=bucket, name=name, defaults={"value": value, "description": description}
+            )
+        except BaseException:
+            policy.release_storage_bytes(user_id, grown)
+            raise
+        if grown < 0:
+            freed = -grown
+            transaction.on_commit(lambda: policy.release_storage_bytes(user_id, freed))
     return to_json(entry, bucket)
+
+
+def entry_bytes(name: str, value: str, description: str) -> int:
+    """What a value weighs against storage_bytes: its text, UTF-8 encoded. Reconciliation
+    measures whole rows and corrects the small difference nightly."""
+    return len(name.encode()) + len(value.encode()) + len(description.encode())
 
 
 def get_value(
@@ -99,9 +120,13 @@ def delete_value(
     user_id: str, *, name: str, scope: str = ValueScope.USER, binding_key: str | None = None
 ) -> bool:
     key = bucket_key(scope, binding_key)
-    deleted, _ = ValueEntry.objects.filter(
-        bucket__user_id=user_id, bucket__scope=scope, bucket__binding_key=key, name=name
-    ).delete()
-    if not deleted:
-        raise ValueNotFound(details={"name": name})
+    with transaction.atomic():
+        doomed = ValueEntry.objects.select_for_update().filter(
+            bucket__user_id=user_id, bucket__scope=scope, bucket__binding_key=key, name=name
+        )
+        freed = sum(entry_bytes(e.name, e.value, e.description) for e in doomed)
+        deleted, _ = doomed.delete()
+        if not deleted:
+            raise ValueNotFound(details={"name": name})
+        transaction.on_commit(lambda: policy.release_storage_bytes(user_id, freed))
     return True
