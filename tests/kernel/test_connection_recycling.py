@@ -5,11 +5,12 @@ read; a role that may not read it falls back to a budget of schemas. Counted, ne
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from apps.entitlements.actor import UserMeter
 from kody.actors import recycle
 from kody.actors.recycle import FALLBACK_KB_PER_SCHEMA, Recycler, backend_memory_bytes
+from kody.dbpool import without_pool
 from tests.clock import today_iso
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -69,6 +70,10 @@ def test_a_role_that_cannot_read_the_memory_falls_back_to_a_budget_of_schemas(
     settings.KODY_ACTOR_RECYCLE_MEMORY_MB = 1  # a budget of 1024 / 128 = 8 schemas
     monkeypatch.setattr(recycle, "CHECK_EVERY", 2)
     budget = 1024 // FALLBACK_KB_PER_SCHEMA
+    # As a shard consumer's: closing must end the session (and the role with it), never hand
+    # a connection that changed its role back to the process's pool for the next test.
+    pooled = {alias: connections[alias].settings_dict for alias in connections}
+    without_pool()
     with connection.cursor() as cursor:
         cursor.execute("DROP ROLE IF EXISTS kody_test_no_stats")
         cursor.execute("CREATE ROLE kody_test_no_stats NOLOGIN")
@@ -89,6 +94,9 @@ def test_a_role_that_cannot_read_the_memory_falls_back_to_a_budget_of_schemas(
         connection.close()
         with connection.cursor() as cursor:
             cursor.execute("DROP ROLE IF EXISTS kody_test_no_stats")
+        connection.close()
+        for alias, settings_dict in pooled.items():
+            connections[alias].settings_dict = settings_dict
 
 
 @pytest.mark.queue
