@@ -102,9 +102,11 @@ def schedule_probe(
             "timezone": "UTC",
             "caller_context_json": {
                 "userId": owner.stable_user_id,
-                "surface": "rest",
+                # Scheduled without a token (as from a signed-in page): the job's grant is the
+                # owner alone, who may act, so every occurrence runs.
+                "surface": "ui",
                 "scopes": ["*"],
-                "principal": f"rest:{owner.stable_user_id}",
+                "principal": f"ui:{owner.stable_user_id}",
             },
             "next_run_at": first.isoformat(),
             "expires_at": None,
