@@ -424,3 +424,7 @@ SILENCED_SYSTEM_CHECKS = [*globals().get("SILENCED_SYSTEM_CHECKS", []), "oauth2_
 # production: allow loopback targets and trust an extra CA file (a test's own https server).
 KODY_FETCH_ALLOW_LOOPBACK = envbool("KODY_FETCH_ALLOW_LOOPBACK", False)
 KODY_FETCH_CA_FILE = envstr("KODY_FETCH_CA_FILE")
+# Per-schema prepared statements for the actor runtime's one-statement path
+# (kody.actors.prepared): at most this many per database session, least recently used
+# deallocated first. 0: off (for a transaction-mode pooler between Kody and Postgres).
+KODY_ACTOR_PREPARED_MAX = envint("KODY_ACTOR_PREPARED_MAX", 128)
