@@ -57,9 +57,7 @@ def test_a_users_third_charge_runs_prepared_in_the_same_one_round_trip(users):
 def test_a_recorded_call_is_answered_from_its_record_not_charged_again(users):
     a, _ = users
     charge(a), charge(a), charge(a)
-    again = probe_call(
-        a, "consume", actor=UserMeter.name, resource=RESOURCE, day=DAY, limit=100
-    )
+    again = probe_call(a, "consume", actor=UserMeter.name, resource=RESOURCE, day=DAY, limit=100)
     first = execute([again])[0].unwrap()
     assert execute([again])[0].unwrap() == first
     assert charge(a) == first["count"] + 1
@@ -69,15 +67,11 @@ def test_the_prepared_owner_check_still_refuses_a_foreign_owner(users):
     a, b = users
     charge(a), charge(a), charge(a)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {quoted(schema_name_for(a))}.actor_owner SET owner_id = %s", [b]
-        )
+        cursor.execute(f"UPDATE {quoted(schema_name_for(a))}.actor_owner SET owner_id = %s", [b])
     with pytest.raises(OwnerMismatch):
         charge(a)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {quoted(schema_name_for(a))}.actor_owner SET owner_id = %s", [a]
-        )
+        cursor.execute(f"UPDATE {quoted(schema_name_for(a))}.actor_owner SET owner_id = %s", [a])
     assert charge(a) == 5  # the refused call charged nothing
 
 
