@@ -430,3 +430,8 @@ KODY_FETCH_CA_FILE = envstr("KODY_FETCH_CA_FILE")
 # server through KODY_EXECUTE_FETCH_ALLOW; never set in production.
 KODY_SANDBOX_WARM = envint("KODY_SANDBOX_WARM", 2)
 KODY_EXECUTE_WALL_SECONDS = envfloat("KODY_EXECUTE_WALL_SECONDS", 0.0) or None
+
+# Per-schema prepared statements for the actor runtime's one-statement path
+# (kody.actors.prepared): at most this many per database session, least recently used
+# deallocated first. 0: off (for a transaction-mode pooler between Kody and Postgres).
+KODY_ACTOR_PREPARED_MAX = envint("KODY_ACTOR_PREPARED_MAX", 128)

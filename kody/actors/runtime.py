@@ -59,7 +59,7 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import ProgrammingError
 
-from kody.actors import fence
+from kody.actors import fence, prepared
 from kody.actors.base import (
     CallContext,
     Planned,
@@ -175,20 +175,24 @@ def _one_statement(
     planned = _planned(groups)
     if planned is None:
         return None
+    # Each check and call statement runs prepared once its session has seen it twice.
+    batch = prepared.Batch(connection)
     statements: list[Statement] = [schema_settings(groups[0].schema, actor_timeouts())]
-    statements += [(check, ()) for check in _checks(groups)]
+    for check in _checks(groups):
+        statements += batch.wrap(groups[0].schema, (check, ()))
     answers: list[int] = []
     for index, (group, calls) in enumerate(zip(groups, planned, strict=True)):
         if index:
             statements.append(path_statement(group.schema))
         for statement, call in calls:
-            answers.append(len(statements))
-            statements.append(_with_record(statement, call))
+            statements += batch.wrap(group.schema, _with_record(statement, call))
+            answers.append(len(statements) - 1)
         statements += _record_statements(group, [])  # the prune, when due
     try:
         with transaction.atomic(using=connection.alias):
             rows = _send(connection, statements + _ending(connection), rows=set(answers))
     except Exception as exc:
+        batch.failed(exc)
         # The fence guard fails the way the checks do (a division by zero), so a "lost
         # fence" here may be a failed check: the plain path's own guard tells them apart.
         if not isinstance(exc, fence.FenceLost) and _fatal(exc, connection):
