@@ -419,7 +419,14 @@ OAUTH2_PROVIDER = {
 }
 # Hashed token storage plus a reuse window is safe here: the validator mints a sibling pair
 # instead of replaying the stored one (apps/accounts/oauth/validator.py).
-SILENCED_SYSTEM_CHECKS = [*globals().get("SILENCED_SYSTEM_CHECKS", []), "oauth2_provider.E001"]
+# http stays an allowed scheme for native clients' loopback callbacks (RFC 8252), which the
+# toolkit cannot tell apart; the validator refuses every other http redirect URI
+# (apps/accounts/oauth/validator.py: secure_or_loopback), so the W008 warning is answered there.
+SILENCED_SYSTEM_CHECKS = [
+    *globals().get("SILENCED_SYSTEM_CHECKS", []),
+    "oauth2_provider.E001",
+    "oauth2_provider.W008",
+]
 # kody.fetch: outbound fetches of user-supplied URLs. Test-only escape hatches, never set in
 # production: allow loopback targets and trust an extra CA file (a test's own https server).
 KODY_FETCH_ALLOW_LOOPBACK = envbool("KODY_FETCH_ALLOW_LOOPBACK", False)

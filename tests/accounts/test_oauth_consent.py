@@ -21,24 +21,24 @@ REDIRECT_URI = "http://127.0.0.1:53682/callback"
 HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)"')
 
 
-def _register(client: Client) -> str:
+def _register(client: Client, redirect_uri: str = REDIRECT_URI) -> str:
     body = {
         "client_name": "Consent Agent",
-        "redirect_uris": [REDIRECT_URI],
+        "redirect_uris": [redirect_uri],
         "grant_types": ["authorization_code", "refresh_token"],
         "token_endpoint_auth_method": "none",
     }
     return client.post("/oauth/register", body, content_type="application/json").json()["client_id"]
 
 
-def _authorize_path(client_id: str) -> str:
+def _authorize_path(client_id: str, redirect_uri: str = REDIRECT_URI) -> str:
     challenge = base64.urlsafe_b64encode(
         hashlib.sha256(secrets.token_urlsafe(48).encode()).digest()
     )
     query = {
         "response_type": "code",
         "client_id": client_id,
-        "redirect_uri": REDIRECT_URI,
+        "redirect_uri": redirect_uri,
         "code_challenge": challenge.rstrip(b"=").decode(),
         "code_challenge_method": "S256",
         "state": "st",
@@ -110,3 +110,16 @@ def test_an_unknown_client_gets_an_error_page_not_a_redirect(owner_client: Clien
     response = owner_client.get(_authorize_path("no-such-client"))
     assert response.status_code == 400
     assert "location" not in response.headers
+
+
+def test_a_plain_http_redirect_off_the_loopback_is_refused_without_a_redirect(
+    owner_client: Client,
+) -> None:
+    # http is allowed for a native client's local listener only; anywhere else the code
+    # would travel in the clear.
+    cleartext = "http://agent.example/callback"
+    client_id = _register(owner_client, cleartext)
+    response = owner_client.get(_authorize_path(client_id, cleartext))
+    assert response.status_code == 400
+    assert "location" not in response.headers
+    assert not OAuthGrant.objects.exists()

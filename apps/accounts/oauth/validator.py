@@ -21,6 +21,7 @@ import hashlib
 import secrets
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -60,7 +61,28 @@ def foreign_resources(resources: list[str] | None) -> list[str]:
     return [r for r in resources or [] if not same_resource(r, ours)]
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def secure_or_loopback(redirect_uri: str) -> bool:
+    """OAuth 2.1: a redirect URI is https, or http only to the loopback interface (a native
+    client's local listener, RFC 8252 §7.3). http is in the toolkit's allowed schemes for
+    that case alone; any other http redirect would carry the code in the clear."""
+    parts = urlsplit(redirect_uri or "")
+    if parts.scheme == "https":
+        return True
+    return parts.scheme == "http" and (parts.hostname or "") in LOOPBACK_HOSTS
+
+
 class KodyOAuth2Validator(OAuth2Validator):
+    def validate_redirect_uri(
+        self, client_id: str, redirect_uri: str, request: Any, *args: Any, **kwargs: Any
+    ) -> bool:
+        if not secure_or_loopback(redirect_uri):
+            return False
+        valid = super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
+        return bool(valid)
+
     def _check_and_set_request_resource(self, request: Any) -> None:
         super()._check_and_set_request_resource(request)
         if not request.resource:
