@@ -201,7 +201,7 @@ def test_the_readme_works_as_printed(browser: Any, up: tuple[Up, str]) -> None:
     admin.get_by_label("Username").fill("you")
     admin.get_by_label("Password").fill(PASSWORD)
     admin.get_by_role("button", name="Log in").click()
-    expect(admin.get_by_role("link", name="Community reports")).to_be_visible()
+    expect(admin.get_by_role("link", name="Community reports", exact=True)).to_be_visible()
     expect(admin.get_by_text("have permission to view or edit anything")).to_have_count(0)
 
     page = browser.new_context().new_page()
