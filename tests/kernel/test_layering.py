@@ -42,6 +42,7 @@ LIFECYCLE = (
     "apps.accounts.capabilities",
     "apps.accounts.deletion",
     "apps.accounts.export",
+    "apps.accounts.home",
     "apps.accounts.lanes",
     "apps.accounts.management",
     "apps.accounts.urls",
