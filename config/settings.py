@@ -41,6 +41,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "servestatic",  # its system checks for the ServeStatic settings
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "rest_framework",
     "drf_spectacular",
     "django_celery_beat",
@@ -68,6 +71,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_otp.middleware.OTPMiddleware",
+    "apps.accounts.two_factor_gate.TwoFactorGateMiddleware",
     "apps.accounts.middleware.AccountGateMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -438,3 +443,6 @@ SILENCED_SYSTEM_CHECKS = [*globals().get("SILENCED_SYSTEM_CHECKS", []), "oauth2_
 # production: allow loopback targets and trust an extra CA file (a test's own https server).
 KODY_FETCH_ALLOW_LOOPBACK = envbool("KODY_FETCH_ALLOW_LOOPBACK", False)
 KODY_FETCH_CA_FILE = envstr("KODY_FETCH_CA_FILE")
+
+# --- two-factor (django-otp, ADR 0057) -------------------------------------------------------
+OTP_TOTP_ISSUER = "Kody"
