@@ -48,6 +48,7 @@ def _signed_in_with_password(user: User) -> Client:
 def test_turning_it_on_gives_ten_single_use_recovery_codes(
     frozen_clock: object, owner: User, owner_client: Client
 ) -> None:
+    assert 'href="/account/two-factor"' in owner_client.get("/account").content.decode()
     codes = _turn_on(owner_client, owner)
     assert len(codes) == 10 and len(set(codes)) == 10
     assert two_factor.enabled(owner)
