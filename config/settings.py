@@ -40,6 +40,10 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "servestatic",  # its system checks for the ServeStatic settings
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "rest_framework",
     "drf_spectacular",
     "django_celery_beat",
@@ -62,11 +66,13 @@ MIDDLEWARE = [
     "kody.middleware.ServiceUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "kody.input_guard.RefuseUnstorableTextMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "servestatic.middleware.ServeStaticMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django_otp.middleware.OTPMiddleware",
+    "apps.accounts.two_factor_gate.TwoFactorGateMiddleware",
     "apps.accounts.middleware.AccountGateMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -251,12 +257,12 @@ USE_S3 = KODY_STORAGE == "s3"
 
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    # WhiteNoise serves static files from the ASGI process; DEBUG serves them from the source
+    # ServeStatic serves static files from the ASGI process; DEBUG serves them from the source
     # folders, production from ``collectstatic`` output (compressed, hashed names).
     "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
         if DEBUG
-        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        else "servestatic.storage.CompressedManifestStaticFilesStorage"
     },
     **bucket_storages(
         use_s3=USE_S3, endpoint_url=S3_ENDPOINT_URL, bucket_prefix=S3_BUCKET_PREFIX, var_dir=VAR_DIR
@@ -266,8 +272,10 @@ MEDIA_ROOT = VAR_DIR / "media"
 STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-WHITENOISE_USE_FINDERS = DEBUG
-WHITENOISE_AUTOREFRESH = DEBUG
+# ServeStatic (WhiteNoise's ASGI-native fork) streams files with an async iterator under
+# uvicorn, where WhiteNoise's sync file iterator made Django warn on every static request.
+SERVESTATIC_USE_FINDERS = DEBUG
+SERVESTATIC_AUTOREFRESH = DEBUG
 
 # --- Stripe ------------------------------------------------------------------------------
 STRIPE_SECRET_KEY = envstr("STRIPE_SECRET_KEY")
@@ -295,6 +303,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "kody.api.schema_hooks.mark_required_bodies",
+    ],
 }
 
 # --- Mail --------------------------------------------------------------------------------
@@ -329,7 +341,14 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"server_errors_only": {"()": "kody.logfilters.ServerErrorsOnly"}},
     "root": {"handlers": ["console"], "level": envstr("KODY_LOG_LEVEL", "INFO")},
+    "loggers": {
+        # One line per event: Django's own DEBUG console handler would repeat what the root
+        # handler prints, and a 4xx is already the access log's line.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.request": {"filters": ["server_errors_only"], "propagate": True},
+    },
 }
 
 # --- mail (apps.mailbox, apps.system_email) -------------------------------------------------
@@ -442,3 +461,6 @@ KODY_EXECUTE_WALL_SECONDS = envfloat("KODY_EXECUTE_WALL_SECONDS", 0.0) or None
 # (kody.actors.prepared): at most this many per database session, least recently used
 # deallocated first. 0: off (for a transaction-mode pooler between Kody and Postgres).
 KODY_ACTOR_PREPARED_MAX = envint("KODY_ACTOR_PREPARED_MAX", 128)
+
+# --- two-factor (django-otp) -------------------------------------------------------
+OTP_TOTP_ISSUER = "Kody"

@@ -57,6 +57,7 @@ def parent_target(target: TableTarget) -> TableTarget:
         if candidate.table == target.parent and candidate.match in (
             Match.USER_ID,
             Match.USER_COLUMNS,
+            Match.DB_USER_ID,
         ):
             return candidate
     raise LookupError(f"{target.table}: parent {target.parent!r} has no owning declaration")

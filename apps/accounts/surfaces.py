@@ -285,6 +285,28 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
     TableTarget("pending_email_claim_releases", Match.DB_USER_ID, redact=("token_hash",)),
     TableTarget("password_resets", Match.DB_USER_ID, redact=("token_hash",)),
     TableTarget("access_tokens", Match.DB_USER_ID, redact=("token_hash",)),
+    # Two-factor (django-otp, ADR 0057): secrets and recovery codes are credentials; an
+    # imported account sets two-factor up again.
+    TableTarget(
+        "otp_static_statictoken",
+        Match.BUCKET_PARENT,
+        columns=("device_id",),
+        parent="otp_static_staticdevice",
+        export=False,
+        note="recovery codes; credentials, never exported",
+    ),
+    TableTarget(
+        "otp_static_staticdevice",
+        Match.DB_USER_ID,
+        export=False,
+        note="the recovery-code holder; never exported",
+    ),
+    TableTarget(
+        "otp_totp_totpdevice",
+        Match.DB_USER_ID,
+        export=False,
+        note="authenticator secrets; credentials, never exported",
+    ),
     # OAuth (docs/adr/0052): the mark step of deletion revokes every grant first
     # (apps.accounts.oauth.grants.revoke_all); these rows go with the one transaction.
     TableTarget(

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.accounts import banner_views, views
+from apps.accounts import banner_views, two_factor_views, views
 from apps.accounts.deletion import views as deletion_views
 from apps.accounts.export import views as export_views
 
@@ -26,6 +26,9 @@ urlpatterns = [
     ),
     path("account/usage", views.usage, name="usage"),
     path("account/banners/<str:banner_id>/dismiss", banner_views.dismiss, name="banner_dismiss"),
+    path("account/two-factor", two_factor_views.two_factor_page, name="two_factor"),
+    path("account/two-factor/change", two_factor_views.two_factor_change, name="two_factor_change"),
+    path("account/two-factor/verify", two_factor_views.two_factor_verify, name="two_factor_verify"),
     path("account/export.json", export_views.export_manifest, name="export_manifest"),
     path("account/delete", deletion_views.delete_account, name="delete_account"),
     path("account/settings", views.settings_page, name="settings"),

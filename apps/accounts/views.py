@@ -283,14 +283,13 @@ def email_release_confirm(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    from apps.accounts.oauth import grants
+    from apps.accounts import home as summary
 
     user = _user(request)
     context = {
         "account": user,
         "plan": _plan(user).label,
-        "agents": grants.list_grants(user)[:3],
-        "agent_count": len(grants.list_grants(user)),
+        "sections": summary.sections(user),
         "token_count": sum(1 for t in tokens.list_tokens(user) if t.kind == "pat"),
     }
     return _render(request, "home.html", context)

@@ -10,6 +10,7 @@ from apps.jobs import (
 )
 from apps.jobs.actor.models import RUN_STATUSES, RUN_SURFACES
 from apps.jobs.actor.runlog import TRIAGE
+from apps.jobs.schedules import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS
 from apps.jobs.services import runs, storage
 from kody.capabilities import Context, capability
 from kody.capabilities.secrecy import TARGET as TARGET_MARK
@@ -35,18 +36,41 @@ TARGET = {
     "oneOf": [{"required": ["capability"]}, {"required": ["package", "export"]}],
     "additionalProperties": False,
 }
+# One branch per kind, so that the schema carries the rules the scheduler enforces: a cron
+# expression has five fields, an interval is at least a minute (apps.jobs.schedules).
 SCHEDULE = {
     "type": "object",
     "description": 'Cron {"type": "cron", "expression": "0 9 * * mon-fri"} (five fields, wall '
     'time in timezone) or interval {"type": "interval", "everySeconds": 3600}.',
-    "properties": {
-        "type": {"type": "string", "enum": ["cron", "interval"]},
-        "expression": {"type": "string", "maxLength": 200},
-        "everySeconds": {"type": "integer"},
-        "anchorAt": {"type": "string", "format": "date-time"},
-    },
-    "required": ["type"],
-    "additionalProperties": False,
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {
+                "type": {"const": "cron"},
+                "expression": {
+                    "type": "string",
+                    "maxLength": 200,
+                    "pattern": r"^ *[0-9A-Za-z*,/-]+( +[0-9A-Za-z*,/-]+){4} *$",
+                },
+            },
+            "required": ["type", "expression"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "type": {"const": "interval"},
+                "everySeconds": {
+                    "type": "integer",
+                    "minimum": MIN_INTERVAL_SECONDS,
+                    "maximum": MAX_INTERVAL_SECONDS,
+                },
+                "anchorAt": {"type": "string", "format": "date-time"},
+            },
+            "required": ["type", "everySeconds"],
+            "additionalProperties": False,
+        },
+    ],
 }
 TIMEZONE = {"type": "string", "minLength": 1, "maxLength": 64, "description": "IANA zone."}
 NAME = {"type": "string", "minLength": 1, "maxLength": 255}
@@ -179,14 +203,19 @@ def job_list(ctx: Context, cursor: str | None = None, limit: int = 50) -> dict[s
             "name": NAME,
             "target": TARGET,
             "schedule": {
-                "type": "object",
-                "properties": {
-                    **SCHEDULE["properties"],
-                    "type": {"enum": ["cron", "interval", "once"]},
-                    "runAt": {"type": "string"},
-                },
-                "required": ["type"],
-                "additionalProperties": False,
+                **SCHEDULE,
+                "oneOf": [
+                    *SCHEDULE["oneOf"],
+                    {
+                        "type": "object",
+                        "properties": {
+                            "type": {"const": "once"},
+                            "runAt": {"type": "string", "format": "date-time"},
+                        },
+                        "required": ["type", "runAt"],
+                        "additionalProperties": False,
+                    },
+                ],
             },
             "timezone": TIMEZONE,
             "enabled": {"type": "boolean"},

@@ -18,6 +18,7 @@ from typing import Any
 
 from kody.callers import Principal, Token, account_policy, audit_sink
 from kody.capabilities.registry import Capability, all_capabilities, get
+from kody.capabilities.secrecy import SECRET
 from kody.capabilities.text import check_text, clipped
 from kody.errors import Forbidden, InvalidInput, KodyError, NotFound
 
@@ -106,12 +107,25 @@ def _validated(cap: Capability, arguments: Mapping[str, Any] | None) -> dict[str
         raise InvalidInput(
             details={
                 "errors": [
-                    {"path": clipped(_pointer(e.absolute_path)), "message": clipped(e.message)}
+                    {"path": clipped(_pointer(e.absolute_path)), "message": _message(e)}
                     for e in errors[:MAX_REPORTED_ERRORS]
                 ]
             }
         )
     return _integral(cap.input_schema, dict(data))
+
+
+def _message(error: Any) -> str:
+    """jsonschema quotes the offending input; for a secret-marked property only the rule is said."""
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if schema.get(SECRET):
+        return clipped(f"Fails the schema's {error.validator!r} rule ({error.validator_value!r}).")
+    if error.validator == "not":
+        # "… should not be valid under …" would quote the whole input, secrets included.
+        return clipped(
+            str(schema.get("description") or "The input has a shape the schema rules out.")
+        )
+    return clipped(error.message)
 
 
 def _integral(schema: Mapping[str, Any], data: dict[str, Any]) -> dict[str, Any]:

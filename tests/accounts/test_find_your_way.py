@@ -54,7 +54,8 @@ def test_account_home_shows_the_connected_agents_and_links_every_area(
     assert "No agent is connected yet" in page
     OAuthGrantFactory(user=owner, client_name="Claude Code")
     page = owner_client.get("/account").content.decode()
-    assert "1 connected agent:" in page and "<li>Claude Code</li>" in page
+    agents = page.split('data-testid="summary-agents"')[1].split("</ul>")[0]
+    assert '<span class="count">1</span>' in agents and "<li>Claude Code</li>" in agents
     main = page.split('id="main"')[1]
     for path in ("/account/email", "/account/memories", "/account/secrets", "/account/jobs"):
         assert f'href="{path}"' in main

@@ -184,7 +184,9 @@ def test_up_serves_the_site_and_stops_every_child(fresh_env):
         _stop_embedded(var)
     assert proc.returncode == 0, output
     assert f"open http://127.0.0.1:{port}/" in output
-    assert "create_user" in output
+    # The operator hint is said once, under the web's start-up banner, not lost above it.
+    assert output.count("manage.py create_user") == 1, output
+    assert output.index("manage.py create_user") > output.index("Uvicorn running on"), output
     # Ctrl-C (SIGTERM here) stopped the embedded Postgres and Redis too.
     assert not any(_alive(pid) for pid in services.values()), (services, output)
     assert "Stopped embedded postgres, embedded redis." in output

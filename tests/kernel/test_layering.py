@@ -42,8 +42,10 @@ LIFECYCLE = (
     "apps.accounts.capabilities",
     "apps.accounts.deletion",
     "apps.accounts.export",
+    "apps.accounts.home",
     "apps.accounts.lanes",
     "apps.accounts.management",
+    "apps.accounts.two_factor_views",
     "apps.accounts.urls",
     "apps.accounts.views",
 )

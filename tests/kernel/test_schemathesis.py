@@ -24,6 +24,34 @@ schema = schemathesis.openapi.from_wsgi("/api/v1/schema", application)
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
+# Operations that still refuse some schema-valid input for a rule the schema cannot state:
+# an opaque cursor the list did not issue, an address or domain that must parse, a job target
+# that must name a callable capability (and a cron whose fields are in range), a package file
+# path, a secretSetMany item (kept untyped so that no message can quote a value). Shrink this
+# list; never grow it.
+STILL_STRICTER_THAN_SCHEMA = [
+    "emailMessageListCall",
+    "emailMessageSearchCall",
+    "emailSendCall",
+    "emailSenderRuleSetCall",
+    "jobScheduleCall",
+    "jobScheduleOnceCall",
+    "jobUpdateCall",
+    "packageListCall",
+    "packageSaveCall",
+    "repoListCall",
+    "runListCall",
+    "secretSetManyCall",
+    "storageExportCall",
+]
+
+# Text with NUL or a lone surrogate is refused everywhere (kody.capabilities.text); that is one
+# rule for every string, so requests that the acceptance check builds leave it out.
+acceptance = schemathesis.openapi.from_wsgi("/api/v1/schema", application).exclude(
+    operation_id=STILL_STRICTER_THAN_SCHEMA
+)
+acceptance.config.generation.update(allow_x00=False, codec="utf-8")
+
 
 @pytest.fixture
 def operator_raw(operator: User) -> str:
@@ -59,4 +87,18 @@ def test_no_operation_answers_5xx_or_off_schema(case: Any, operator_raw: str) ->
     case.call_and_validate(
         headers={"Authorization": f"Bearer {operator_raw}"},
         excluded_checks=[schemathesis.checks.positive_data_acceptance],
+    )
+
+
+@acceptance.parametrize()
+@settings(
+    max_examples=4,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
+def test_schema_valid_requests_are_accepted(case: Any, operator_raw: str) -> None:
+    case.call_and_validate(
+        headers={"Authorization": f"Bearer {operator_raw}"},
+        checks=[schemathesis.checks.positive_data_acceptance],
     )

@@ -33,10 +33,11 @@ def test_app_scoped_values_are_separate_per_binding_key(as_owner):
 
 
 def test_scope_and_binding_key_must_agree(as_owner, owner):
-    assert as_owner.error("valueSet", 422, name="x", value="1", scope="app")["details"] == {
-        "field": "bindingKey"
-    }
-    as_owner.error("valueSet", 422, name="x", value="1", bindingKey="k")
+    # The schema states the rule, so the refusal names the missing or extra field.
+    missing = as_owner.error("valueSet", 422, name="x", value="1", scope="app")["details"]
+    assert "bindingKey" in missing["errors"][0]["message"]
+    extra = as_owner.error("valueSet", 422, name="x", value="1", bindingKey="k")["details"]
+    assert extra["errors"] == [{"path": "/", "message": "A user-scoped value takes no bindingKey."}]
     as_owner.error("valueSet", 422, name="bad name", value="1")
     assert not ValueEntry.objects.filter(bucket__user_id=owner.stable_user_id).exists()
 

@@ -232,3 +232,7 @@ def run_now(user_id: str, job_id: str) -> dict[str, Any]:
         raise InvalidInput("An operator stopped this job.", details={"jobId": job_id})
     queued = JobManager.call(user_id, "run_now", job_id=job_id)
     return {"id": job_id, "queued": bool(queued), "alreadyRunning": not queued}
+
+
+def count_jobs(user_id: str) -> int:
+    return Job.objects.filter(user_id=user_id).count()

@@ -33,7 +33,12 @@ def _short(repo_json: dict[str, Any]) -> dict[str, Any]:
     input_schema={
         "type": "object",
         "properties": {
-            "name": {"type": "string", "minLength": 1, "maxLength": 100},
+            "name": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 100,
+                "pattern": r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+            },
             "description": {"type": "string", "maxLength": 2000},
         },
         "required": ["name"],

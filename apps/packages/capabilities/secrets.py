@@ -1,9 +1,10 @@
 """Secret capabilities. They write and list secrets; none of them ever returns a value.
 
-Schemas leave ``value`` (and the items of ``secrets``) untyped on purpose: a schema error
-message quotes the offending input, so shape checks on anything that may hold a secret happen
-here, with messages that never include it. Each value is marked ``"x-kody-secret": true``
-(``kody.capabilities.secrecy``): a job whose target would carry one is refused.
+``secretSet``'s ``value`` is typed and bounded in its schema so that clients see the rule; a
+schema error on a property marked ``"x-kody-secret": true`` is reported without quoting the
+input (``kody.capabilities.invoke``). The items of ``secrets`` stay untyped and are checked
+here, with messages that never include a value. A job whose target would carry a secret is
+refused (``kody.capabilities.secrecy``).
 """
 
 from __future__ import annotations
@@ -43,12 +44,25 @@ WHERE = {
 ENTRY_FIELDS = {"name", "value", "description", "allowedHosts", "expiresAt"}
 
 
+# A user-scoped bucket has no binding key; a package or session bucket needs one. Said in the
+# schema (scope defaults to user) so that a schema-valid call is never refused for it.
+BINDING_RULE = {
+    "if": {"properties": {"scope": {"const": "user"}}},
+    "then": {
+        "not": {"required": ["bindingKey"]},
+        "description": "A user-scoped secret takes no bindingKey.",
+    },
+    "else": {"required": ["bindingKey"]},
+}
+
+
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {**properties, **WHERE},
         "required": required,
         "additionalProperties": False,
+        **BINDING_RULE,
     }
 
 
@@ -105,7 +119,13 @@ def _when(raw: Any, name: str) -> datetime | None:
     input_schema=_schema(
         {
             "name": NAME,
-            "value": {"description": "The secret (a string).", SECRET: True},
+            "value": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_VALUE_CHARS,
+                "description": "The secret.",
+                SECRET: True,
+            },
             "description": {"type": "string", "maxLength": 1000},
             "allowedHosts": HOSTS,
             "expiresAt": {"type": "string", "format": "date-time"},

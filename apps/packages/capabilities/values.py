@@ -19,12 +19,24 @@ WHERE = {
 }
 
 
+# Only an app or session bucket has a binding key (scope defaults to user); the schema says so.
+BINDING_RULE = {
+    "if": {"properties": {"scope": {"const": "user"}}},
+    "then": {
+        "not": {"required": ["bindingKey"]},
+        "description": "A user-scoped value takes no bindingKey.",
+    },
+    "else": {"required": ["bindingKey"]},
+}
+
+
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {**properties, **WHERE},
         "required": required,
         "additionalProperties": False,
+        **BINDING_RULE,
     }
 
 

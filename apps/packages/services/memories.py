@@ -333,3 +333,7 @@ def prune_suppressions(*, batch: int) -> int:
     )
     deleted, _ = McpMemoryConversationSuppression.objects.filter(pk__in=ids).delete()
     return deleted
+
+
+def count_active(user_id: str) -> int:
+    return McpMemory.objects.filter(user_id=user_id, status=MemoryStatus.ACTIVE).count()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -77,6 +78,41 @@ def _name_of(argv: list[str]) -> str:
     return "worker"
 
 
+def operator_hint(site_url: str) -> str | None:
+    """How to create the first operator, or None once a staff account exists."""
+    from django.contrib.auth import get_user_model
+
+    if get_user_model().objects.filter(is_staff=True).exists():
+        return None
+    # Links the command prints must point where this server listens, from any shell.
+    prefix = "" if site_url == DEFAULT_SITE_URL else f"KODY_SITE_URL={site_url} "
+    url = site_url.rstrip("/") + "/"
+    return (
+        "Create the first operator account (it asks for a password) with:\n"
+        f"  {prefix}.venv/bin/python manage.py create_user you@example.com --username you "
+        "--staff\n"
+        f"then sign in at {url}admin/ ."
+    )
+
+
+def _wait_until_listening(
+    host: str, port: int, procs: list[tuple[str, subprocess.Popen]], seconds: float = 60
+) -> None:
+    """Until the web process accepts connections (its banner is out by then), or gives up."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if any(proc.poll() is not None for _, proc in procs):
+            return  # the supervisor reports it
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                pass
+        except OSError:
+            time.sleep(0.2)
+            continue
+        time.sleep(0.5)  # the workers' banners print as quickly as the web's
+        return
+
+
 class Command(BaseCommand):
     help = "Apply migrations, then run web (uvicorn), Celery workers and beat until interrupted."
 
@@ -126,14 +162,14 @@ class Command(BaseCommand):
                 + [f"embedded {service.name} (pid {service.pid})" for service in services]
             )
         )
-        # Links the command prints must point where this server listens, from any shell.
-        prefix = "" if site_url == DEFAULT_SITE_URL else f"KODY_SITE_URL={site_url} "
-        self.stdout.write(
-            "Create the first operator account (it asks for a password) with:\n"
-            f"  {prefix}.venv/bin/python manage.py create_user you@example.com --username you "
-            "--staff\n"
-            "then sign in at " + url + "admin/ . Stop everything with Ctrl-C."
-        )
+        sys.stdout.flush()
+        # The hint comes last, under the children's start-up banners, so it is what a person
+        # sees; once the web answers (or gives up), and only while there is no operator.
+        _wait_until_listening(options["host"], options["port"], procs)
+        hint = operator_hint(site_url)
+        if hint:
+            self.stdout.write(hint)
+        self.stdout.write("Stop everything with Ctrl-C.")
         sys.stdout.flush()
         code = self._supervise(procs, services)
         sys.exit(code)
