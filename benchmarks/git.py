@@ -206,7 +206,7 @@ def main() -> None:
             package_id = saved["package"]["id"]
         print(
             f"  {'publish p50, ' + str(args.package_files) + '-file package':32} "
-            f"{pct(samples, 50) * 1000:9.0f} ms   (reported; {len(samples)} saves)"
+            f"{pct(samples, 0.5) * 1000:9.0f} ms   (reported; {len(samples)} saves)"
         )
         pushes = [
             line for line in (work / "server.log").read_text().splitlines() if " push " in line
