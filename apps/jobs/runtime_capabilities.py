@@ -43,7 +43,9 @@ def storage_get(ctx: Context, storageId: str, key: str) -> Any:  # noqa: N803
     title="Store a value",
     description="Set one key of one of your storage buckets to a JSON value (at most 1 MiB).",
     input_schema=_object(
-        {"storageId": STORAGE_ID, "key": KEY, "value": {}}, ["storageId", "key", "value"]
+        # null is not a value to keep: storageDelete removes a key.
+        {"storageId": STORAGE_ID, "key": KEY, "value": {"not": {"type": "null"}}},
+        ["storageId", "key", "value"],
     ),
 )
 def storage_set(ctx: Context, storageId: str, key: str, value: Any) -> Any:  # noqa: N803

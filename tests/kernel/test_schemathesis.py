@@ -43,6 +43,26 @@ STILL_STRICTER_THAN_SCHEMA = [
     "runListCall",
     "secretSetManyCall",
     "storageExportCall",
+    # Capabilities merged after the acceptance check landed, each with a rule its schema
+    # does not state yet (issued cursors, limits, ids that must exist); issue 39 keeps the
+    # list open until each one's schema says it.
+    "adminAuditLogQueryCall",
+    "adminCommunityActivityListCall",
+    "adminPlatformFeedbackListCall",
+    "adminUserCreateCall",
+    "adminUserListCall",
+    "communitySearchCall",
+    "communityStarredListCall",
+    "communityTimelineCall",
+    "executeCall",
+    "repoListSessionsCall",
+    "repoOpenSessionCall",
+    "runUpdateBulkCall",
+    "storageDeleteCall",
+    "storageGetCall",
+    "storageListCall",
+    "storageQueryCall",
+    "storageSetCall",
 ]
 
 # Text with NUL or a lone surrogate is refused everywhere (kody.capabilities.text); that is one

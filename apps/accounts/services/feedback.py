@@ -57,7 +57,8 @@ def confirm_token(user: Any, category: str, summary: str, details: str) -> str:
 def submit(user: Any, category: str, summary: str, details: str, token: str) -> PlatformFeedback:
     category, summary, details = clean(category, summary, details)
     expected = confirm_token(user, category, summary, details)
-    if not hmac.compare_digest(expected, token):
+    # Bytes: compare_digest refuses str with non-ASCII characters, and the token is input.
+    if not hmac.compare_digest(expected.encode(), str(token).encode()):
         raise Conflict(
             "The confirmation does not match this text: preview it again and confirm that.",
             code="feedback_not_confirmed",

@@ -31,6 +31,8 @@ def get(user_id: str, storage_id: str, key: str) -> dict[str, Any]:
 def put(user_id: str, storage_id: str, key: str, value: Any) -> dict[str, Any]:
     if not key or len(key) > MAX_KEY:
         raise InvalidInput(f"A key has 1 to {MAX_KEY} characters.")
+    if value is None:
+        raise InvalidInput("A value is JSON other than null; storageDelete removes a key.")
     if _size(key, value) > MAX_VALUE_BYTES:
         raise InvalidInput("A value is at most 1 MiB of JSON.")
     return StorageRunner.call(user_id, "set_value", check_storage_id(storage_id), key, value)
