@@ -236,8 +236,8 @@ async def _with_valid_ids(app: ASGIApp, scope: Scope, receive: Receive, send: Se
     if not more:
         try:
             parsed = json.loads(body)
-        except ValueError:
-            parsed = None
+        except (ValueError, RecursionError):
+            parsed = None  # not ours to judge: the SDK refuses it with a JSON-RPC error
         batch = parsed if isinstance(parsed, list) else [parsed]
         if any(isinstance(item, dict) and item.get("method") == "initialize" for item in batch):
             INITIALIZING.set(True)

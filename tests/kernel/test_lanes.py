@@ -5,6 +5,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
+import psycopg
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection, transaction
@@ -149,7 +150,9 @@ def test_lock_contention_retries_three_times_then_stops(lanes, celery_worker, ca
             LaneCursor.objects.select_for_update(nowait=True).get(lane="test_lock_target")
 
     lanes("test_contended", contended)
-    holder = connection.get_new_connection(connection.get_connection_params())
+    # A connection of its own, outside the process's pool (whose connections are autocommit):
+    # its transaction holds the row lock until the rollback below.
+    holder = psycopg.connect(**connection.get_connection_params(), autocommit=False)
     try:
         holder.execute("SELECT 1 FROM kody_lane_cursors WHERE lane = 'test_lock_target' FOR UPDATE")
         with caplog.at_level(logging.INFO, logger="kody.lanes"):

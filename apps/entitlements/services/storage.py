@@ -119,7 +119,12 @@ def storage_buckets() -> Any:
     """The ``user_storage_buckets`` model. It belongs to packages, an app built on this one
     (its rows are StorageRunner buckets and repo-session workspaces), so it is looked up by
     name in Django's app registry rather than imported."""
-    return django_apps.get_model("packages", "UserStorageBucket")
+    try:
+        return django_apps.get_model("packages", "UserStorageBucket")
+    except LookupError:
+        # A registry narrowed to some apps (``apps.set_installed_apps``) still has the class
+        # Django loaded at start-up, as an import would have found it.
+        return django_apps.all_models["packages"]["userstoragebucket"]
 
 
 def bucket_estimate_total(stable_user_id: str) -> int:
