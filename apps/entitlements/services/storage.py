@@ -60,6 +60,10 @@ def _existing_tables() -> frozenset[str]:
         return frozenset(connection.introspection.table_names(cursor))
 
 
+def _parent_match(table: str) -> Match | None:
+    return next((t.match for t in surfaces.USER_TABLE_TARGETS if t.table == table), None)
+
+
 def _clause(target: TableTarget) -> str | None:
     rows = f"SELECT octet_length(t.*::text) AS b FROM {_ident(target.table)} t WHERE"
     if target.match == Match.USER_ID:
@@ -67,6 +71,8 @@ def _clause(target: TableTarget) -> str | None:
     if target.match == Match.USER_COLUMNS:
         return rows + " OR ".join(f" t.{_ident(c)} = %(uid)s" for c in target.columns)
     if target.match == Match.BUCKET_PARENT and target.parent:
+        if _parent_match(target.parent) != Match.USER_ID:
+            return None  # a parent owned by the database user id (two-factor devices): no payload
         owned = f"SELECT p.id FROM {_ident(target.parent)} p WHERE p.user_id = %(uid)s"
         return f"{rows} t.{_ident(target.columns[0])} IN ({owned})"
     return None
