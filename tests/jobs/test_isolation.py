@@ -241,5 +241,9 @@ def test_a_job_cannot_target_an_operator_capability(operator):
 )
 def test_bad_input_is_a_coded_4xx_and_writes_nothing(payload, owner_key):
     status, body = rest(owner_key, "jobSchedule", payload)
-    assert 400 <= status < 500 and body["error"]["code"] in {"invalid_schedule", "invalid_target"}
+    assert 400 <= status < 500 and body["error"]["code"] in {
+        "invalid_schedule",
+        "invalid_target",
+        "invalid_input",
+    }
     assert not Job.objects.exists()
