@@ -63,9 +63,12 @@ def setup_django() -> None:
     import django
 
     django.setup()
-    from django.db import connection
+    from django.db import connections
 
-    connection.creation.create_test_db(verbosity=0, keepdb=True)
+    # Every alias: the audit trail lives in a database of its own, and writes to it must land
+    # in the benchmark's copy, not in a development database that may not exist.
+    for alias in connections:
+        connections[alias].creation.create_test_db(verbosity=0, keepdb=True)
 
 
 def database_url() -> str:

@@ -114,6 +114,9 @@ def main() -> None:
     parser.add_argument("--concurrent-calls", type=int, default=320)
     parser.add_argument("--port", type=int, default=18737)
     args = parser.parse_args()
+    # The server runs actors inline; so does this process's own setup (the meter's charge for
+    # the seeded value), rather than waiting on shard workers nobody started.
+    os.environ["KODY_ACTORS_INLINE"] = "1"
     setup_django()
     from _accounts import live_account_ids
 
