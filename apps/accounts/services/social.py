@@ -68,8 +68,15 @@ def _label(provider: str) -> str:
     return found.label if found else provider
 
 
-def _audit(action: str, result: str, email: str | None, ip: str | None, reason: str) -> None:
-    audit.record(category="auth", action=action, result=result, email=email, ip=ip, reason=reason)
+def _audit(
+    action: str,
+    result: str,
+    email: str | None,
+    ip: str | None,
+    reason: str,
+    category: str = "auth",
+) -> None:
+    audit.record(category=category, action=action, result=result, email=email, ip=ip, reason=reason)
 
 
 # --- sign in / sign up --------------------------------------------------------------------------
@@ -129,7 +136,7 @@ def _sign_in(profile: Profile, ip: str | None) -> SignedIn:
             user=user,
             provider_display_name=profile.display_name or None,
         )
-    _audit("signup", "success", email, ip, f"social:{profile.provider}")
+    _audit("signup", "success", email, ip, f"social:{profile.provider}", category="account")
     return SignedIn(user, created=True)
 
 

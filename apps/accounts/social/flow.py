@@ -25,7 +25,9 @@ from django.http import HttpRequest
 
 from apps.accounts.social import providers
 from apps.accounts.social.providers import Profile, Provider, ProviderUnavailable
+from kody import netguard
 from kody.errors import KodyError
+from kody.fetch import FetchRefused
 
 SESSION_KEY = "social_sign_in"
 PENDING_SECONDS = 600
@@ -63,22 +65,19 @@ def callback_url(provider: Provider) -> str:
 
 
 def _client(provider: Provider) -> OAuth2Session:
-    client = OAuth2Session(
-        provider.client_id,
-        provider.client_secret,
+    """Authlib's client on the SSRF-guarded transport (every hop checked, bodies capped)."""
+    client: OAuth2Session = netguard.guarded_session(
+        OAuth2Session,
+        timeout=HTTP_TIMEOUT,
+        client_id=provider.client_id,
+        client_secret=provider.client_secret,
         scope=provider.scope,
         redirect_uri=callback_url(provider),
         code_challenge_method="S256",
         token_endpoint_auth_method="client_secret_post",
         default_timeout=HTTP_TIMEOUT,
     )
-    return _guarded(client)
-
-
-def _guarded(session: requests.Session) -> Any:
-    from kody import netguard
-
-    return netguard.guard(session)
+    return client
 
 
 def begin(
@@ -171,6 +170,6 @@ def complete(request: HttpRequest, provider: Provider) -> tuple[Pending, Profile
             "Start the sign-in again.",
             details={"provider": provider.name, "error": answered},
         ) from exc
-    except (requests.RequestException, OSError, ValueError) as exc:
+    except (FetchRefused, requests.RequestException, OSError, ValueError) as exc:
         raise ProviderUnavailable(details={"provider": provider.name}) from exc
     return pending, providers.read_profile(provider, client)

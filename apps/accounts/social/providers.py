@@ -18,6 +18,7 @@ from django.core.validators import validate_email
 
 from apps.accounts.models.users import normalize_email
 from kody.errors import KodyError, NotFound
+from kody.fetch import FetchRefused
 
 
 class ProviderUnavailable(KodyError):
@@ -78,7 +79,7 @@ MAX_NAME = 255
 def _json(session: requests.Session, url: str, accept: str = "application/json") -> Any:
     try:
         response = session.get(url, headers={"Accept": accept}, timeout=10)
-    except (requests.RequestException, OSError) as exc:
+    except (FetchRefused, requests.RequestException, OSError) as exc:
         raise ProviderUnavailable(details={"reason": type(exc).__name__}) from exc
     if response.status_code != 200:
         raise ProviderUnavailable(details={"status": response.status_code})
