@@ -11,6 +11,7 @@ the SSRF-guarded HTTP session. The provider's tokens are not kept.
 from __future__ import annotations
 
 import hmac
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from apps.accounts.social.providers import Profile, Provider, ProviderUnavailabl
 from kody import netguard
 from kody.errors import KodyError
 from kody.fetch import FetchRefused
+
+logger = logging.getLogger(__name__)
 
 SESSION_KEY = "social_sign_in"
 PENDING_SECONDS = 600
@@ -171,5 +174,7 @@ def complete(request: HttpRequest, provider: Provider) -> tuple[Pending, Profile
             details={"provider": provider.name, "error": answered},
         ) from exc
     except (FetchRefused, requests.RequestException, OSError, ValueError) as exc:
+        # The reason is for the operator's log (it names the endpoint, never a token).
+        logger.warning("social sign-in: token exchange failed: %s: %s", type(exc).__name__, exc)
         raise ProviderUnavailable(details={"provider": provider.name}) from exc
     return pending, providers.read_profile(provider, client)

@@ -8,6 +8,7 @@ is verified is ever returned.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ from django.core.validators import validate_email
 from apps.accounts.models.users import normalize_email
 from kody.errors import KodyError, NotFound
 from kody.fetch import FetchRefused
+
+logger = logging.getLogger(__name__)
 
 
 class ProviderUnavailable(KodyError):
@@ -80,8 +83,10 @@ def _json(session: requests.Session, url: str, accept: str = "application/json")
     try:
         response = session.get(url, headers={"Accept": accept}, timeout=10)
     except (FetchRefused, requests.RequestException, OSError) as exc:
+        logger.warning("social sign-in: profile call failed: %s: %s", type(exc).__name__, exc)
         raise ProviderUnavailable(details={"reason": type(exc).__name__}) from exc
     if response.status_code != 200:
+        logger.warning("social sign-in: profile call answered %s", response.status_code)
         raise ProviderUnavailable(details={"status": response.status_code})
     try:
         return response.json()

@@ -11,18 +11,31 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts import policy
 from apps.accounts.models import User
+from apps.accounts.page_writes import guarded_page_write
 from apps.accounts.services import social
 from apps.accounts.services.sign_in_methods import sign_in_methods
 from apps.accounts.social import flow, providers
-from apps.accounts.views import _safe_next, client_ip, mutation
 from kody.errors import KodyError, NotFound
 
 PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    return request.META.get("REMOTE_ADDR") or None  # as the account views: never forwarded-for
+
+
+def _safe_next(request: HttpRequest, default: str) -> str:
+    target = request.GET.get("next") or ""
+    allowed = url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return target if allowed and target.startswith("/") else default
 
 
 def _provider(name: str) -> providers.Provider:
@@ -112,7 +125,9 @@ def _finish_link(
     except KodyError as exc:
         return _problem(request, exc, f"{conf.label} not linked")
     if created:
-        messages.success(request, f"{conf.label} ({profile.display_name}) is linked: use it to sign in.")
+        messages.success(
+            request, f"{conf.label} ({profile.display_name}) is linked: use it to sign in."
+        )
     else:
         messages.info(request, f"This {conf.label} account was already linked to yours.")
     return HttpResponseRedirect(pending.next_url)
@@ -130,8 +145,7 @@ def connections_json(request: HttpRequest) -> JsonResponse:
         {
             "connections": social.list_connections(user),
             "providers": [
-                {"name": conf.name, "label": conf.label}
-                for conf in providers.configured().values()
+                {"name": conf.name, "label": conf.label} for conf in providers.configured().values()
             ],
             "signInMethods": {
                 "password": methods.password,
@@ -142,7 +156,9 @@ def connections_json(request: HttpRequest) -> JsonResponse:
     )
 
 
-@mutation
+@login_required
+@require_POST
+@guarded_page_write
 def unlink(request: HttpRequest, connection_id: int) -> HttpResponse:
     user = request.user
     assert isinstance(user, User)

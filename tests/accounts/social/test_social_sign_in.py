@@ -12,9 +12,8 @@ from django.test import Client
 from apps.accounts.models import OAuthConnection, User
 from tests.accounts.conftest import audit_actions
 from tests.accounts.factories import OAuthConnectionFactory, UserFactory
-from tests.accounts.social_support import (
+from tests.accounts.social.support import (
     authorize,
-    fake,  # noqa: F401  (fixture)
     link_round_trip,
     provider_settings,
     round_trip,
@@ -227,3 +226,31 @@ def test_only_configured_providers_are_offered(fake: OAuthProviderFake, settings
     assert Client().get("/auth/nonesuch").status_code == 404
     settings.KODY_SOCIAL_PROVIDERS = {}
     assert "Continue with" not in Client().get("/signup").content.decode()
+
+
+def test_no_provider_token_is_kept_shown_or_logged(
+    fake: OAuthProviderFake, caplog: pytest.LogCaptureFixture
+):
+    import logging
+
+    from apps.accounts.models import AuditEvent
+
+    caplog.set_level(logging.DEBUG)
+    client = Client()
+    response = round_trip(client, fake)
+    issued = list(fake.access_tokens) + list(fake.refresh_tokens)
+    assert issued  # the exchange happened
+    user = signed_in_as(client)
+    stored = " ".join(
+        [
+            str(client.session.items()),
+            str(list(OAuthConnection.objects.values())),
+            str(list(User.objects.filter(pk=user.pk).values())),
+            str(list(AuditEvent.objects.values())),
+            client.get("/account/connections.json").content.decode(),
+            client.get("/account/connections").content.decode(),
+            response.content.decode(),
+            caplog.text,
+        ]
+    )
+    assert not [token for token in issued if token in stored]

@@ -15,8 +15,7 @@ from apps.accounts.deletion import unverified
 from apps.accounts.models import OAuthConnection, Passkey, User
 from apps.accounts.services.sign_in_methods import sign_in_methods
 from tests.accounts.factories import OAuthConnectionFactory, UserFactory
-from tests.accounts.social_support import (
-    fake,  # noqa: F401  (fixture)
+from tests.accounts.social.support import (
     link_round_trip,
     round_trip,
     signed_in_as,
@@ -66,9 +65,7 @@ def test_a_connection_of_one_person_never_signs_in_another(
     assert response.status_code == 409 and signed_in_as(google) is None
 
 
-def test_an_outsider_cannot_unlink_the_owners_connection(
-    owner: User, outsider_client: Client
-):
+def test_an_outsider_cannot_unlink_the_owners_connection(owner: User, outsider_client: Client):
     connection = OAuthConnectionFactory(user=owner)
     response = outsider_client.post(f"/account/connections/social/{connection.pk}/unlink")
     assert response.status_code == 404

@@ -1,13 +1,11 @@
-"""Social sign-in tests: the local provider fake wired in as GitHub and Google, and a browser's
+"""Social sign-in tests: the provider settings pointing at the local fake, and a browser's
 round trip (Kody → provider's authorize page → Kody's callback) with the Django test client."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import pytest
 import requests
 from django.http import HttpResponse
 from django.test import Client
@@ -37,16 +35,6 @@ def provider_settings(fake: OAuthProviderFake, *, secret: str = CLIENT_SECRET) -
             "scope": "openid email profile",
         },
     }
-
-
-@pytest.fixture
-def fake(settings: Any) -> Iterator[OAuthProviderFake]:
-    with OAuthProviderFake() as provider:
-        provider.add_client(CLIENT_ID, CLIENT_SECRET)
-        settings.KODY_FETCH_ALLOW_LOOPBACK = True
-        settings.SITE_URL = "http://testserver"
-        settings.KODY_SOCIAL_PROVIDERS = provider_settings(provider)
-        yield provider
 
 
 def authorize(start: HttpResponse, fake: OAuthProviderFake) -> str:
