@@ -451,6 +451,30 @@ SILENCED_SYSTEM_CHECKS = [
 KODY_FETCH_ALLOW_LOOPBACK = envbool("KODY_FETCH_ALLOW_LOOPBACK", False)
 KODY_FETCH_CA_FILE = envstr("KODY_FETCH_CA_FILE")
 
+# Social sign-in at /auth/<provider> (apps.accounts.social). A provider is offered only when its
+# client id and secret are both set; the endpoints are the providers' real ones (tests point
+# them at a local fake).
+KODY_SOCIAL_PROVIDERS = {
+    "github": {
+        "label": "GitHub",
+        "client_id": envstr("KODY_SOCIAL_GITHUB_CLIENT_ID"),
+        "client_secret": envstr("KODY_SOCIAL_GITHUB_CLIENT_SECRET"),
+        "authorize_url": "https://github.com/login/oauth/authorize",
+        "token_url": "https://github.com/login/oauth/access_token",
+        "api_url": "https://api.github.com",
+        "scope": "read:user user:email",
+    },
+    "google": {
+        "label": "Google",
+        "client_id": envstr("KODY_SOCIAL_GOOGLE_CLIENT_ID"),
+        "client_secret": envstr("KODY_SOCIAL_GOOGLE_CLIENT_SECRET"),
+        "authorize_url": "https://accounts.google.com/o/oauth2/v2/auth",
+        "token_url": "https://oauth2.googleapis.com/token",
+        "userinfo_url": "https://openidconnect.googleapis.com/v1/userinfo",
+        "scope": "openid email profile",
+    },
+}
+
 # Agent code: booted Deno processes kept per memory cap, and an override of the
 # plans' wall limit per call (unset: the plan's). Tests allow named hosts to reach a local
 # server through KODY_EXECUTE_FETCH_ALLOW; never set in production.

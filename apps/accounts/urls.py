@@ -3,6 +3,7 @@ from django.urls import path
 from apps.accounts import banner_views, two_factor_views, views
 from apps.accounts.deletion import views as deletion_views
 from apps.accounts.export import views as export_views
+from apps.accounts.social import views as social_views
 
 app_name = "accounts"
 
@@ -23,6 +24,14 @@ urlpatterns = [
         "account/connections/agents/<int:grant_id>/revoke",
         views.grant_revoke,
         name="grant_revoke",
+    ),
+    path("auth/<str:provider>", social_views.start, name="social_start"),
+    path("auth/<str:provider>/callback", social_views.callback, name="social_callback"),
+    path("account/connections.json", social_views.connections_json, name="connections_json"),
+    path(
+        "account/connections/social/<int:connection_id>/unlink",
+        social_views.unlink,
+        name="social_unlink",
     ),
     path("account/usage", views.usage, name="usage"),
     path("account/banners/<str:banner_id>/dismiss", banner_views.dismiss, name="banner_dismiss"),
