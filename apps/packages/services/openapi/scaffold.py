@@ -98,12 +98,14 @@ def _function(op: dict[str, Any], name: str) -> str:
 
 
 def _auth_lines(auth: dict[str, Any]) -> tuple[str, str]:
+    """The line that adds the credential header, and the line that builds the request URL."""
     kind = auth.get("type", "none")
     secret = "{{secret:" + str(auth.get("secretName", "")) + "}}"
+    plain = "  const target = url.toString();\n"
     if kind == "bearer":
-        return f'  headers["authorization"] = {_literal("Bearer " + secret)};\n', ""
+        return f'  headers["authorization"] = {_literal("Bearer " + secret)};\n', plain
     if kind == "header":
-        return f"  headers[{_literal(str(auth['name']).lower())}] = {_literal(secret)};\n", ""
+        return f"  headers[{_literal(str(auth['name']).lower())}] = {_literal(secret)};\n", plain
     if kind == "query":
         # Appended as text: URL encoding would break the placeholder the host fills in.
         pair = f"{auth['name']}={secret}"
@@ -111,7 +113,7 @@ def _auth_lines(auth: dict[str, Any]) -> tuple[str, str]:
             '  const target = url.toString() + (url.search ? "&" : "?") + '
             f"{_literal(pair)};\n"
         )
-    return "", "  const target = url.toString();\n"
+    return "", plain
 
 
 RUNTIME = """type Scalar = string | number | boolean | undefined;
