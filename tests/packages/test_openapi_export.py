@@ -79,9 +79,7 @@ def test_the_export_holds_the_owners_bindings_and_no_secret_value(spec_url):
     operations = table(owner, "user_openapi_binding_operations")
     assert sorted(op["slug"] for op in operations) == ["listPets", "showPetById"]
     assert {op["user_id"] for op in operations} == {owner.stable_user_id}
-    counts = {
-        s["table"]: s["count"] for s in service.manifest(owner)["sections"] if "table" in s
-    }
+    counts = {s["table"]: s["count"] for s in service.manifest(owner)["sections"] if "table" in s}
     assert counts["user_openapi_bindings"] == 1
     assert counts["user_openapi_binding_operations"] == 2
     assert VALUE not in json.dumps(binding) + json.dumps(operations)

@@ -50,9 +50,7 @@ def run(agent, module: str, body: str):
     return agent.call("execute", code=code)
 
 
-def test_the_scaffold_calls_bound_operations_through_the_runtime_fetch(
-    as_owner, owner, specs, api
-):
+def test_the_scaffold_calls_bound_operations_through_the_runtime_fetch(as_owner, owner, specs, api):
     bind(
         as_owner,
         specs,

@@ -27,7 +27,12 @@ AUTH = {
     "properties": {
         "type": {"type": "string", "enum": list(bindings.AUTH_TYPES)},
         "secretName": SECRET_NAME,
-        "name": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": r"^[A-Za-z0-9_-]+$"},
+        "name": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 100,
+            "pattern": r"^[A-Za-z0-9_-]+$",
+        },
     },
     "required": ["type"],
     "additionalProperties": False,

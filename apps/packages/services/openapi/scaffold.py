@@ -110,8 +110,7 @@ def _auth_lines(auth: dict[str, Any]) -> tuple[str, str]:
         # Appended as text: URL encoding would break the placeholder the host fills in.
         pair = f"{auth['name']}={secret}"
         return "", (
-            '  const target = url.toString() + (url.search ? "&" : "?") + '
-            f"{_literal(pair)};\n"
+            f'  const target = url.toString() + (url.search ? "&" : "?") + {_literal(pair)};\n'
         )
     return "", plain
 
