@@ -141,3 +141,28 @@ def test_a_package_name_that_is_not_lower_case_is_refused(as_owner, specs, api):
     bind(as_owner, specs, api)
     error = as_owner.error("openapiClientScaffold", 422, bindingName="pets", packageName="Pets")
     assert error["code"] == "invalid_input"
+
+
+def test_names_and_text_from_the_spec_never_become_code(as_owner, specs, api):
+    document = petstore(api.base)
+    listing = document["paths"]["/pets"]["get"]
+    listing["summary"] = "*/ throw new Error('injected'); /*"
+    listing["operationId"] = "list pets`${globalThis.x = 1}`"
+    listing["parameters"] = [
+        {"name": 'q"]; throw new Error("injected"); //', "in": "query", "schema": {}},
+        {"name": "limit", "in": "query", "schema": {"type": "integer"}},
+        {"name": "limit", "in": "header", "schema": {"type": "integer"}},
+    ]
+    url = specs.put_json("/weird.json", document)
+    as_owner.call("openapiBindingSave", name="weird", specUrl=url)
+    scaffold = as_owner.call("openapiClientScaffold", bindingName="weird")
+    names = {f["operation"]: f["name"] for f in scaffold["functions"]}
+    fn = names["list_pets_globalThis.x_1"]
+    assert fn == "listPetsGlobalThisX1"
+    module = scaffold["files"]["mod.ts"]
+    body = f'return await {fn}({{ limit: 3, \'q"]; throw new Error("injected"); //\': "x" }});'
+    reply = run(as_owner, module, body)
+    assert reply["result"][0]["name"] == "Rex"
+    [seen] = api.seen
+    assert seen["path"].startswith("/v1/pets?")
+    assert "limit=3" in seen["path"] and "injected" in seen["path"]  # sent as data, not run

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from apps.packages.models import UserOpenapiBinding, UserOpenapiBindingOperation
 from apps.packages.services.openapi import spec as specs
@@ -213,23 +213,30 @@ def save(
         "spec_title": spec.title,
         "spec_version": spec.version,
     }
-    with transaction.atomic():
-        binding = (
-            UserOpenapiBinding.objects.select_for_update()
-            .filter(user_id=user_id, name=name)
-            .first()
-        )
-        if binding is None:
-            if UserOpenapiBinding.objects.filter(user_id=user_id).count() >= MAX_BINDINGS:
-                raise TooManyBindings(details={"max": MAX_BINDINGS})
-            binding = UserOpenapiBinding.objects.create(user_id=user_id, name=name, **fields)
-            created = True
-        else:
-            for key, value in fields.items():
-                setattr(binding, key, value)
-            binding.save()
-            created = False
-        changes = _reconcile(user_id, name, chosen)
+    try:
+        with transaction.atomic():
+            binding = (
+                UserOpenapiBinding.objects.select_for_update()
+                .filter(user_id=user_id, name=name)
+                .first()
+            )
+            if binding is None:
+                if UserOpenapiBinding.objects.filter(user_id=user_id).count() >= MAX_BINDINGS:
+                    raise TooManyBindings(details={"max": MAX_BINDINGS})
+                binding = UserOpenapiBinding.objects.create(user_id=user_id, name=name, **fields)
+                created = True
+            else:
+                for key, value in fields.items():
+                    setattr(binding, key, value)
+                binding.save()
+                created = False
+            changes = _reconcile(user_id, name, chosen)
+    except IntegrityError:
+        # Two first saves of one name raced; the other one won.
+        raise Conflict(
+            "This binding was saved by another call at the same time; try again.",
+            code="openapi_binding_busy",
+        ) from None
     return {
         "binding": to_json(binding, len(chosen)),
         "created": created,

@@ -66,7 +66,11 @@ def _path_expression(path: str, params: list[dict[str, Any]]) -> str:
 
 
 def _function(op: dict[str, Any], name: str) -> str:
-    params = [p for p in op["parameters"] if p["in"] in ("path", "query", "header")]
+    params: list[dict[str, Any]] = []
+    for p in op["parameters"]:
+        # One property per name: a name used in two places keeps the first the spec lists.
+        if p["in"] in ("path", "query", "header") and p["name"] not in {q["name"] for q in params}:
+            params.append(p)
     body_key = "requestBody" if any(p["name"] == "body" for p in params) else "body"
     fields = []
     for p in params:
