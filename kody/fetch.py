@@ -34,6 +34,10 @@ class FetchRefused(Exception):
     """The URL may not be fetched, or the fetch failed; the message is for logs, not clients."""
 
 
+class ResponseTooLarge(FetchRefused):
+    """The body went past ``max_bytes``; callers that answer "too large" tell it apart."""
+
+
 @dataclass(frozen=True)
 class Fetched:
     url: str
@@ -144,7 +148,7 @@ def _get_once(
         finally:
             pool.close()
         if len(body) > max_bytes:
-            raise FetchRefused(f"the response is larger than {max_bytes} bytes")
+            raise ResponseTooLarge(f"the response is larger than {max_bytes} bytes")
         lowered = {key.lower(): value for key, value in raw.headers.items()}
         return Fetched(url=url, status=raw.status, body=body, headers=lowered)
     raise FetchRefused(f"could not fetch {url!r}: {last}")

@@ -1,6 +1,13 @@
 from django.urls import path, re_path
 
-from apps.packages import git_http, invocation_views, package_views, session_views, views
+from apps.packages import (
+    git_http,
+    invocation_views,
+    openapi_views,
+    package_views,
+    session_views,
+    views,
+)
 
 app_name = "packages"
 
@@ -21,6 +28,29 @@ urlpatterns = [
     path("account/secrets/delete", views.secret_delete, name="secret_delete"),
     path("account/secrets/approve", views.secret_approve, name="secret_approve"),
     path("account/secrets/grants", views.secret_grants, name="secret_grants"),
+    # OpenAPI bindings sit under /account/integrations; these routes come before any
+    # /account/integrations/<name> route so that "openapi" is never read as a connection name.
+    path("account/integrations/openapi", openapi_views.binding_list, name="openapi_bindings"),
+    path(
+        "account/integrations/openapi.json",
+        openapi_views.binding_list_json,
+        name="openapi_bindings_json",
+    ),
+    path(
+        "account/integrations/openapi/<str:name>",
+        openapi_views.binding_detail,
+        name="openapi_binding",
+    ),
+    path(
+        "account/integrations/openapi/<str:name>/refresh",
+        openapi_views.binding_refresh,
+        name="openapi_binding_refresh",
+    ),
+    path(
+        "account/integrations/openapi/<str:name>/delete",
+        openapi_views.binding_delete,
+        name="openapi_binding_delete",
+    ),
     path("account/repo-sessions", session_views.session_list, name="repo_sessions"),
     path(
         "account/repo-sessions/<str:session_id>/discard",

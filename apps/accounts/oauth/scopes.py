@@ -13,6 +13,7 @@ DESCRIPTIONS = {
     "email": "read and send mail from your Kody inbox",
     "jobs": "schedule and run jobs",
     "meta": "search, memories and Kody itself",
+    "openapi": "bind other services' APIs from their OpenAPI specs",
     "runs": "job run history",
     "secrets": "use and manage your secrets",
     "storage": "your storage",
