@@ -1,7 +1,9 @@
-"""Per-user state of repo sessions: the RepoSessionIndex actor (SCHEMA.md §2.4)."""
+"""Per-user actors of the packages app: RepoSessionIndex (repo sessions, SCHEMA.md §2.4) and
+McpClientHub (the person's remote MCP servers)."""
 
 from apps.accounts.surfaces import ActorSurface, register_actor
 from apps.packages.actor.index import RepoSessionIndex
+from apps.packages.actor.mcp_hub import McpClientHub
 
 register_actor(
     ActorSurface(
@@ -17,4 +19,16 @@ register_actor(
     )
 )
 
-__all__ = ["RepoSessionIndex"]
+register_actor(
+    ActorSurface(
+        McpClientHub.name,
+        purge="purge",
+        export_pages=None,
+        export_section=None,
+        note="connection state and the cached tool lists of the person's remote MCP servers: "
+        "derived from the servers themselves (rebuilt by mcpServerRefresh) and not portable; "
+        "the servers' settings are exported as mcp_server_settings rows",
+    )
+)
+
+__all__ = ["McpClientHub", "RepoSessionIndex"]
