@@ -1,6 +1,13 @@
 from django.urls import path, re_path
 
-from apps.packages import git_http, invocation_views, package_views, session_views, views
+from apps.packages import (
+    git_http,
+    invocation_views,
+    mcp_server_views,
+    package_views,
+    session_views,
+    views,
+)
 
 app_name = "packages"
 
@@ -26,6 +33,13 @@ urlpatterns = [
         "account/repo-sessions/<str:session_id>/discard",
         session_views.session_discard,
         name="repo_session_discard",
+    ),
+    path("account/mcp-servers", mcp_server_views.server_list, name="mcp_servers"),
+    path("account/mcp-servers/new", mcp_server_views.server_new, name="mcp_server_new"),
+    path(
+        "account/mcp-servers/<str:server_id>",
+        mcp_server_views.server_detail,
+        name="mcp_server",
     ),
     path("account/packages", package_views.package_list, name="packages"),
     path("account/packages/<str:package_id>", package_views.package_detail, name="package_detail"),
