@@ -1,6 +1,7 @@
 from django.urls import path, re_path
 
 from apps.packages import (
+    connector_views,
     git_http,
     invocation_views,
     mcp_server_views,
@@ -40,6 +41,17 @@ urlpatterns = [
         "account/mcp-servers/<str:server_id>",
         mcp_server_views.server_detail,
         name="mcp_server",
+    ),
+    path("account/remote-connectors", connector_views.connector_list, name="remote_connectors"),
+    path(
+        "account/remote-connectors/new",
+        connector_views.connector_new,
+        name="remote_connector_new",
+    ),
+    path(
+        "account/remote-connectors/<str:instance_id>",
+        connector_views.connector_detail,
+        name="remote_connector",
     ),
     path("account/packages", package_views.package_list, name="packages"),
     path("account/packages/<str:package_id>", package_views.package_detail, name="package_detail"),
