@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 from asgiref.sync import sync_to_async
+from django.db import close_old_connections
 from django.utils import timezone
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -32,6 +33,20 @@ IDLE_SECONDS = 120.0
 MAX_FRAME = 512 * 1024
 MAX_TOOLS = 200
 TOOL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+
+
+def _in_db_thread(fn: Any) -> Any:
+    """``fn`` on Django's sync thread, its connection handled as a request's would be: a socket
+    lives for hours, so no connection is held between its messages."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(run)
 
 
 def is_connector_socket(scope: Scope) -> bool:
@@ -91,7 +106,7 @@ async def serve(scope: Scope, receive: Receive, send: Send) -> None:
         secret = hello.get("sharedSecret")
         uid = None
         if isinstance(secret, str) and len(secret) <= 256:
-            uid = await sync_to_async(remote_connectors.authenticate)(username, instance, secret)
+            uid = await _in_db_thread(remote_connectors.authenticate)(username, instance, secret)
         if uid is None:
             await _refuse(ws, "Unknown connector or wrong shared secret.", 4401)
             return
@@ -114,7 +129,7 @@ async def _session(ws: WebSocket, uid: str, instance: str) -> None:
                 if reply.get("id") == ask["id"]:
                     tools = _tools(reply)
                     break
-    call = sync_to_async(RemoteConnectorSession.call)
+    call = _in_db_thread(RemoteConnectorSession.call)
     await call(uid, "hello", instance_id=instance, session_token=token, tools=tools,
                at=timezone.now().isoformat())
     try:
