@@ -130,18 +130,34 @@ async def _session(ws: WebSocket, uid: str, instance: str) -> None:
                     tools = _tools(reply)
                     break
     call = _in_db_thread(RemoteConnectorSession.call)
-    await call(uid, "hello", instance_id=instance, session_token=token, tools=tools,
-               at=timezone.now().isoformat())
+    await call(
+        uid,
+        "hello",
+        instance_id=instance,
+        session_token=token,
+        tools=tools,
+        at=timezone.now().isoformat(),
+    )
     try:
         while True:
             message = await _receive(ws, IDLE_SECONDS)
             if message.get("type") == "connector.heartbeat":
-                state = await call(uid, "heartbeat", instance_id=instance, session_token=token,
-                                   at=timezone.now().isoformat())
+                state = await call(
+                    uid,
+                    "heartbeat",
+                    instance_id=instance,
+                    session_token=token,
+                    at=timezone.now().isoformat(),
+                )
                 if not state["current"]:
                     await _refuse(ws, "This connector session has ended.", 4409)
                     return
     finally:
         with anyio.CancelScope(shield=True):
-            await call(uid, "goodbye", instance_id=instance, session_token=token,
-                       at=timezone.now().isoformat())
+            await call(
+                uid,
+                "goodbye",
+                instance_id=instance,
+                session_token=token,
+                at=timezone.now().isoformat(),
+            )

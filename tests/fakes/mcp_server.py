@@ -38,7 +38,9 @@ class McpServerFake:
             return text.upper()
 
         self.server = server
-        self.app = self._guarded(server.streamable_http_app(json_response=True, stateless_http=True))
+        self.app = self._guarded(
+            server.streamable_http_app(json_response=True, stateless_http=True)
+        )
         self._uvicorn: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self.port = 0

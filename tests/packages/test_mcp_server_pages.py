@@ -4,6 +4,7 @@ owner and the outsider, and what export and deletion do with the servers and the
 from __future__ import annotations
 
 import io
+
 import pytest
 from django.core.management import call_command
 
@@ -38,17 +39,21 @@ def test_the_owner_adds_sees_and_manages_a_server(owner_client, server_id):
     page = owner_client.get(f"/account/mcp-servers/{server_id}").content.decode()
     assert "connected" in page and "Add two numbers." in page
     for action in ("refresh", "reconnect", "disable"):
-        assert owner_client.post(
-            f"/account/mcp-servers/{server_id}", {"action": action}
-        ).status_code == 302
+        assert (
+            owner_client.post(f"/account/mcp-servers/{server_id}", {"action": action}).status_code
+            == 302
+        )
     assert McpServerSetting.objects.get(id=server_id).enabled is False
-    assert owner_client.post(
-        f"/account/mcp-servers/{server_id}", {"action": "remove"}
-    ).status_code == 302
+    assert (
+        owner_client.post(f"/account/mcp-servers/{server_id}", {"action": "remove"}).status_code
+        == 302
+    )
     assert not McpServerSetting.objects.filter(id=server_id).exists()
 
 
-def test_a_private_address_on_the_page_is_refused_and_nothing_written(owner_client, owner, settings):
+def test_a_private_address_on_the_page_is_refused_and_nothing_written(
+    owner_client, owner, settings
+):
     settings.KODY_FETCH_ALLOW_LOOPBACK = True
     response = owner_client.post(
         "/account/mcp-servers/new", {"name": "meta", "url": "https://169.254.169.254/"}
@@ -59,9 +64,10 @@ def test_a_private_address_on_the_page_is_refused_and_nothing_written(owner_clie
 
 
 def test_the_outsider_sees_and_changes_nothing(outsider_client, server_id):
-    assert f"/account/mcp-servers/{server_id}" not in outsider_client.get(
-        "/account/mcp-servers"
-    ).content.decode()
+    assert (
+        f"/account/mcp-servers/{server_id}"
+        not in outsider_client.get("/account/mcp-servers").content.decode()
+    )
     assert outsider_client.get(f"/account/mcp-servers/{server_id}").status_code == 404
     for action in ("disable", "remove", "refresh"):
         response = outsider_client.post(f"/account/mcp-servers/{server_id}", {"action": action})

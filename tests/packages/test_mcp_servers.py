@@ -39,8 +39,9 @@ def test_an_added_server_is_connected_and_its_tools_cached(as_owner, owner, remo
 
 
 def test_a_tool_is_called_through_kody(as_owner, remote, added):
-    reply = as_owner.call("mcpServerCallTool", serverId=added["id"], tool="add",
-                          arguments={"a": 2, "b": 40})
+    reply = as_owner.call(
+        "mcpServerCallTool", serverId=added["id"], tool="add", arguments={"a": 2, "b": 40}
+    )
     assert reply["isError"] is False
     assert reply["structuredContent"] == {"result": 42}
     assert reply["content"][0]["text"] == "42"
@@ -57,13 +58,15 @@ def test_refresh_answers_the_tools_with_their_schemas(as_owner, remote, added):
 def test_a_disabled_server_refuses_calls_until_enabled(as_owner, remote, added):
     off = as_owner.call("mcpServerSetEnabled", serverId=added["id"], enabled=False)["server"]
     assert off["enabled"] is False
-    error = as_owner.error("mcpServerCallTool", 409, serverId=added["id"], tool="add",
-                           arguments={"a": 1, "b": 1})
+    error = as_owner.error(
+        "mcpServerCallTool", 409, serverId=added["id"], tool="add", arguments={"a": 1, "b": 1}
+    )
     assert error["code"] == "mcp_server_disabled"
     assert remote.calls == []
     as_owner.call("mcpServerSetEnabled", serverId=added["id"], enabled=True)
-    reply = as_owner.call("mcpServerCallTool", serverId=added["id"], tool="shout",
-                          arguments={"text": "hi"})
+    reply = as_owner.call(
+        "mcpServerCallTool", serverId=added["id"], tool="shout", arguments={"text": "hi"}
+    )
     assert reply["structuredContent"] == {"result": "HI"}
 
 
@@ -79,8 +82,9 @@ def test_a_server_that_goes_away_is_recorded_by_reconnect(as_owner, remote, adde
     remote.stop()
     server = as_owner.call("mcpServerReconnect", serverId=added["id"])["server"]
     assert server["status"] == "error" and server["lastError"]
-    error = as_owner.error("mcpServerCallTool", 502, serverId=added["id"], tool="add",
-                           arguments={"a": 1, "b": 1})
+    error = as_owner.error(
+        "mcpServerCallTool", 502, serverId=added["id"], tool="add", arguments={"a": 1, "b": 1}
+    )
     assert error["code"] == "mcp_server_unreachable"
 
 
@@ -134,8 +138,9 @@ def test_a_server_asking_for_authorization_is_saved_as_such(as_owner, settings):
     with McpServerFake(token="t0ken-never-shown") as locked:
         server = as_owner.call("mcpServerAdd", name="locked", url=locked.url)["server"]
         assert server["status"] == "auth_required" and server["toolCount"] == 0
-        error = as_owner.error("mcpServerCallTool", 502, serverId=server["id"], tool="add",
-                               arguments={"a": 1, "b": 2})
+        error = as_owner.error(
+            "mcpServerCallTool", 502, serverId=server["id"], tool="add", arguments={"a": 1, "b": 2}
+        )
         assert error["code"] == "mcp_server_auth_required"
         assert locked.calls == []
 

@@ -47,8 +47,9 @@ def registered(owner_client, owner):
 
 
 def hello(ws: Any, secret: str = SECRET, connector: str = "home") -> dict[str, Any]:
-    ws.send_text(json.dumps({"type": "connector.hello", "connectorId": connector,
-                             "sharedSecret": secret}))
+    ws.send_text(
+        json.dumps({"type": "connector.hello", "connectorId": connector, "sharedSecret": secret})
+    )
     return json.loads(ws.receive_text())
 
 
@@ -124,8 +125,14 @@ def test_a_wrong_hello_is_refused_and_nothing_recorded(
 def test_a_disabled_connector_cannot_connect_and_detach_is_kept(
     owner_client, sockets, as_owner, registered
 ):
-    assert owner_client.post("/account/remote-connectors/home", {"action": "detach"}).status_code == 302
-    assert owner_client.post("/account/remote-connectors/home", {"action": "disable"}).status_code == 302
+    assert (
+        owner_client.post("/account/remote-connectors/home", {"action": "detach"}).status_code
+        == 302
+    )
+    assert (
+        owner_client.post("/account/remote-connectors/home", {"action": "disable"}).status_code
+        == 302
+    )
     [row] = status(as_owner)
     assert row["attached"] is False and row["enabled"] is False
     with sockets.websocket_connect("/@ada/connectors/home") as ws:
@@ -155,15 +162,14 @@ def test_bad_registrations_are_refused_and_nothing_written(owner_client, owner):
     assert not RemoteConnectorSetting.objects.filter(user_id=owner.stable_user_id).exists()
 
 
-def test_the_outsider_sees_and_changes_nothing(
-    outsider_client, as_outsider, owner, registered
-):
+def test_the_outsider_sees_and_changes_nothing(outsider_client, as_outsider, owner, registered):
     assert status(as_outsider) == []
     assert outsider_client.get("/account/remote-connectors/home").status_code == 404
     for action in ("disable", "detach", "remove"):
-        assert outsider_client.post(
-            "/account/remote-connectors/home", {"action": action}
-        ).status_code == 404
+        assert (
+            outsider_client.post("/account/remote-connectors/home", {"action": action}).status_code
+            == 404
+        )
     row = RemoteConnectorSetting.objects.get(user_id=owner.stable_user_id)
     assert row.enabled and row.attached
     listing = outsider_client.get("/account/remote-connectors").content.decode()

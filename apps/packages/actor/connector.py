@@ -82,8 +82,12 @@ class RemoteConnectorSession(Actor):
         )
         m.RemoteConnectorState.objects.update_or_create(
             instance_id=instance_id,
-            defaults={"connected": False, "session_token": "", "tools": [],
-                      "updated_at": timezone.now()},
+            defaults={
+                "connected": False,
+                "session_token": "",
+                "tools": [],
+                "updated_at": timezone.now(),
+            },
         )
         return {"instanceId": instance_id}
 
@@ -145,8 +149,10 @@ class RemoteConnectorSession(Actor):
         live = m.RemoteConnectorState.objects.filter(
             instance_id=instance_id, session_token=session_token, connected=True
         )
-        current = bool(setting and setting.enabled) and live.update(last_seen_at=when,
-                                                                    updated_at=when) == 1
+        current = (
+            bool(setting and setting.enabled)
+            and live.update(last_seen_at=when, updated_at=when) == 1
+        )
         return {"current": current}
 
     def goodbye(self, instance_id: str, session_token: str, at: str) -> dict[str, Any]:
@@ -164,7 +170,9 @@ class RemoteConnectorSession(Actor):
     def sessions(self) -> dict[str, dict[str, Any]]:
         self._check_owner()
         now = timezone.now()
-        return {row.instance_id: session_json(row, now) for row in m.RemoteConnectorState.objects.all()}
+        return {
+            row.instance_id: session_json(row, now) for row in m.RemoteConnectorState.objects.all()
+        }
 
     @deletion_safe
     def purge(self) -> dict[str, Any]:

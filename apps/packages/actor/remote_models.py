@@ -63,9 +63,7 @@ class RemoteConnectorOwner(ActorModel):
 
     class Meta:
         db_table = "remote_connector_owner"
-        constraints = [
-            models.CheckConstraint(condition=Q(id=1), name="remote_connector_owner_one")
-        ]
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="remote_connector_owner_one")]
 
 
 class RemoteConnectorState(ActorModel):

@@ -152,9 +152,7 @@ def server_json(row: McpServerSetting, state: dict[str, Any] | None) -> dict[str
         "connectedAt": state.get("connectedAt"),
         "refreshedAt": state.get("refreshedAt"),
         "toolCount": len(tools),
-        "tools": [
-            {k: t[k] for k in ("name", "title", "description") if k in t} for t in tools
-        ],
+        "tools": [{k: t[k] for k in ("name", "title", "description") if k in t} for t in tools],
         "createdAt": row.created_at.isoformat(),
     }
 

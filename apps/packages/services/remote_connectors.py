@@ -25,7 +25,7 @@ SECRET_MIN, SECRET_MAX = 24, 256
 
 class InstanceInvalid(InvalidInput):
     code = "remote_connector_name_invalid"
-    message = "A connector name is 1-64 lowercase letters, digits or '-', not starting or ending with '-'."
+    message = "A connector name is 1-64 lowercase letters, digits or '-', not at either end."
 
 
 class SecretInvalid(InvalidInput):
