@@ -38,6 +38,11 @@ urlpatterns = [
     path("account/mcp-servers", mcp_server_views.server_list, name="mcp_servers"),
     path("account/mcp-servers/new", mcp_server_views.server_new, name="mcp_server_new"),
     path(
+        "account/mcp-servers/oauth/callback",
+        mcp_server_views.oauth_callback,
+        name="mcp_server_oauth_callback",
+    ),
+    path(
         "account/mcp-servers/<str:server_id>",
         mcp_server_views.server_detail,
         name="mcp_server",

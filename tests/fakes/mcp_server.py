@@ -3,6 +3,9 @@ by uvicorn on a loopback port in a thread (reachable only under ``KODY_FETCH_ALL
 
 Its tools record what reached them in ``calls``; ``token`` (optional) makes every request
 without ``Authorization: Bearer <token>`` a 401, as a server that asks for authorization.
+With ``oauth`` (a ``tests.fakes.oauth_provider.OAuthProviderFake``) it is a protected resource
+in the MCP authorization profile: RFC 9728 metadata naming that provider, a 401 pointing at it,
+and only access tokens the provider issued are let through.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 
 class McpServerFake:
-    def __init__(self, *, token: str | None = None, name: str = "fake-remote") -> None:
+    def __init__(
+        self, *, token: str | None = None, oauth: Any = None, name: str = "fake-remote"
+    ) -> None:
         self.token = token
+        self.oauth = oauth
         self.calls: list[dict[str, Any]] = []
         self.authorizations: list[str] = []
         server = MCPServer(name, version="1.2.3")
@@ -48,16 +54,42 @@ class McpServerFake:
     def _guarded(self, app: ASGIApp) -> ASGIApp:
         async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] == "http":
+                if scope["path"].startswith("/.well-known/oauth-protected-resource"):
+                    await self._resource_metadata()(scope, receive, send)
+                    return
                 headers = dict(scope.get("headers") or [])
                 auth = headers.get(b"authorization", b"").decode()
                 self.authorizations.append(auth)
-                if self.token is not None and auth != f"Bearer {self.token}":
-                    denied = JSONResponse({"error": "invalid_token"}, status_code=401)
+                if not self._allowed(auth):
+                    challenge = 'Bearer error="invalid_token"'
+                    if self.oauth is not None:
+                        where = f"http://127.0.0.1:{self.port}/.well-known/oauth-protected-resource/mcp"
+                        challenge += f', resource_metadata="{where}"'
+                    denied = JSONResponse(
+                        {"error": "invalid_token"},
+                        status_code=401,
+                        headers={"WWW-Authenticate": challenge},
+                    )
                     await denied(scope, receive, send)
                     return
             await app(scope, receive, send)
 
         return guarded
+
+    def _allowed(self, authorization: str) -> bool:
+        if self.token is not None:
+            return authorization == f"Bearer {self.token}"
+        if self.oauth is not None:
+            token = authorization.removeprefix("Bearer ")
+            return authorization.startswith("Bearer ") and self.oauth.is_valid_access_token(token)
+        return True
+
+    def _resource_metadata(self) -> JSONResponse:
+        if self.oauth is None:
+            return JSONResponse({"error": "not_found"}, status_code=404)
+        return JSONResponse(
+            {"resource": self.url, "authorization_servers": [self.oauth.base_url]}
+        )
 
     @property
     def url(self) -> str:

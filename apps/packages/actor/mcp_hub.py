@@ -115,6 +115,56 @@ class McpClientHub(Actor):
         m.McpHubServer.objects.filter(server_id=server_id).delete()
         return {"serverId": server_id, "removed": True}
 
+    def save_oauth(self, server_id: str, sealed: str) -> dict[str, Any]:
+        """Store the sealed OAuth registration and tokens (a run may have rotated them)."""
+        self._check_owner()
+        self._setting(server_id)
+        m.McpHubServer.objects.filter(server_id=server_id).update(
+            oauth_sealed=sealed, updated_at=timezone.now()
+        )
+        return {"serverId": server_id}
+
+    def begin_authorization(
+        self, server_id: str, state_hash: str, pending: str, oauth: str, expires_at: str
+    ) -> dict[str, Any]:
+        self._check_owner()
+        self._setting(server_id)
+        m.McpHubServer.objects.filter(server_id=server_id).update(
+            oauth_sealed=oauth,
+            pending_state_hash=state_hash,
+            pending_sealed=pending,
+            pending_expires_at=datetime.fromisoformat(expires_at),
+            updated_at=timezone.now(),
+        )
+        return {"serverId": server_id}
+
+    def finish_authorization(self, server_id: str, oauth: str, probe: Probe) -> dict[str, Any]:
+        self._check_owner()
+        self._setting(server_id)
+        m.McpHubServer.objects.filter(server_id=server_id).update(
+            oauth_sealed=oauth, pending_state_hash="", pending_sealed="", pending_expires_at=None
+        )
+        self._record(server_id, probe)
+        return {"serverId": server_id}
+
+    @reads
+    def oauth(self, server_id: str) -> dict[str, Any]:
+        """The sealed OAuth material of one server (never leaves the services)."""
+        self._check_owner()
+        row = m.McpHubServer.objects.filter(server_id=server_id).first()
+        return {"sealed": row.oauth_sealed if row else ""}
+
+    @reads
+    def pending(self, state_hash: str) -> dict[str, Any] | None:
+        """The authorization in progress whose state hashes to ``state_hash``, if unexpired."""
+        self._check_owner()
+        row = m.McpHubServer.objects.filter(
+            pending_state_hash=state_hash, pending_expires_at__gt=timezone.now()
+        ).first()
+        if row is None or not state_hash:
+            return None
+        return {"serverId": row.server_id, "sealed": row.pending_sealed, "oauth": row.oauth_sealed}
+
     @reads
     def states(self) -> dict[str, dict[str, Any]]:
         """Every server's recorded state, by server id."""

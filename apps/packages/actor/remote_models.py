@@ -44,6 +44,12 @@ class McpHubServer(ActorModel):
     tools = models.JSONField(default=list)
     connected_at = models.DateTimeField(null=True)
     refreshed_at = models.DateTimeField(null=True)
+    # OAuth, sealed (AES-GCM, bound to owner and server): the client registration and tokens,
+    # and an authorization in progress (its PKCE verifier), found by its state's SHA-256.
+    oauth_sealed = models.TextField(default="")
+    pending_state_hash = models.CharField(max_length=64, default="")
+    pending_sealed = models.TextField(default="")
+    pending_expires_at = models.DateTimeField(null=True)
     updated_at = models.DateTimeField()
 
     actor_version = REMOTE_SCHEMA

@@ -20,10 +20,12 @@ from typing import Any, TypeVar
 
 import anyio
 import httpx2
+from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from apps.packages.services.mcp_oauth import AuthorizationPending
 from kody import netguard
 from kody.fetch import FetchRefused
 
@@ -58,16 +60,16 @@ class Listing:
     tools: list[dict[str, Any]]
 
 
-def describe(url: str) -> Connected:
+def describe(url: str, auth: httpx2.Auth | None = None) -> Connected:
     """Connect and initialize: the server's identity, or ``RemoteFailure``."""
 
     async def work(session: ClientSession, server: Connected) -> Connected:
         return server
 
-    return _run(url, work)
+    return _run(url, work, auth)
 
 
-def list_tools(url: str) -> Listing:
+def list_tools(url: str, auth: httpx2.Auth | None = None) -> Listing:
     async def work(session: ClientSession, server: Connected) -> Listing:
         tools: list[dict[str, Any]] = []
         cursor: str | None = None
@@ -86,10 +88,12 @@ def list_tools(url: str) -> Listing:
             raise RemoteFailure("too_large", "the server's tool list is too large to cache")
         return Listing(server, tools)
 
-    return _run(url, work)
+    return _run(url, work, auth)
 
 
-def call_tool(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+def call_tool(
+    url: str, tool: str, arguments: dict[str, Any], auth: httpx2.Auth | None = None
+) -> dict[str, Any]:
     async def work(session: ClientSession, server: Connected) -> dict[str, Any]:
         result = await session.call_tool(tool, arguments)
         dumped = result.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -102,10 +106,14 @@ def call_tool(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
             raise RemoteFailure("too_large", "the tool's result is over 1 MiB")
         return reply
 
-    return _run(url, work)
+    return _run(url, work, auth)
 
 
-def _run(url: str, work: Callable[[ClientSession, Connected], Awaitable[T]]) -> T:
+def _run(
+    url: str,
+    work: Callable[[ClientSession, Connected], Awaitable[T]],
+    auth: httpx2.Auth | None = None,
+) -> T:
     statuses: list[int] = []
 
     async def note(response: httpx2.Response) -> None:
@@ -113,7 +121,7 @@ def _run(url: str, work: Callable[[ClientSession, Connected], Awaitable[T]]) -> 
 
     async def session() -> T:
         with anyio.fail_after(DEADLINE_SECONDS):
-            async with netguard.guarded_async_client() as http:
+            async with netguard.guarded_async_client(auth=auth) as http:
                 http.event_hooks["response"].append(note)
                 async with streamable_http_client(url, http_client=http) as streams:
                     async with ClientSession(
@@ -155,8 +163,10 @@ def _classify(exc: BaseException, statuses: list[int]) -> RemoteFailure:
     for leaf in leaves:
         if isinstance(leaf, RemoteFailure):
             return leaf
-        if isinstance(leaf, KeyboardInterrupt | SystemExit):
+        if isinstance(leaf, KeyboardInterrupt | SystemExit | AuthorizationPending):
             raise leaf
+        if isinstance(leaf, OAuthFlowError | OAuthTokenError | OAuthRegistrationError):
+            return RemoteFailure("auth_required", "authorization with the server failed")
     if 401 in statuses or 403 in statuses:
         return RemoteFailure("auth_required", "the server asks for authorization")
     if any(_refused(leaf) for leaf in leaves):

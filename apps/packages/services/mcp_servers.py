@@ -9,22 +9,32 @@ private address afterwards is refused at connect time too.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import re
 import uuid
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx2
+from django.conf import settings
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.packages.actor.mcp_hub import McpClientHub, Probe, ServerNameTaken, ServerNotFound
 from apps.packages.models import McpServerSetting
 from apps.packages.services import mcp_client
+from apps.packages.services import mcp_credentials as credentials
+from apps.packages.services.mcp_oauth import AuthorizationPending
 from kody import netguard
-from kody.errors import Conflict, InvalidInput, KodyError
+from kody.errors import Conflict, InvalidInput, KodyError, NotFound
 from kody.fetch import FetchRefused, resolve_checked
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
 MAX_URL = 2048
+AUTHORIZE_WINDOW = timedelta(minutes=15)
 
 
 class UrlInvalid(InvalidInput):
@@ -104,13 +114,15 @@ def _connected(server: mcp_client.Connected, tools: list[dict[str, Any]] | None)
     }
 
 
-def _listing_probe(url: str) -> Probe:
+def _listing_probe(url: str, auth: httpx2.Auth | None = None) -> Probe:
     try:
-        listing = mcp_client.list_tools(url)
+        listing = mcp_client.list_tools(url, auth)
     except mcp_client.RemoteFailure as failure:
         if failure.reason == "refused":
             raise UrlRefused() from None
         return _probe_of(failure)
+    except AuthorizationPending:
+        return _probe_of(mcp_client.RemoteFailure("auth_required", "authorize Kody again"))
     return _connected(listing.server, listing.tools)
 
 
@@ -154,6 +166,12 @@ def server_json(row: McpServerSetting, state: dict[str, Any] | None) -> dict[str
         "toolCount": len(tools),
         "tools": [{k: t[k] for k in ("name", "title", "description") if k in t} for t in tools],
         "createdAt": row.created_at.isoformat(),
+        # Where the person authorizes Kody when the server asks for it (agents pass it on).
+        "authorizePage": (
+            settings.SITE_URL.rstrip("/") + reverse("packages:mcp_server", args=[row.id])
+            if state.get("status") == "auth_required"
+            else None
+        ),
     }
 
 
@@ -177,20 +195,26 @@ def tools(user_id: str, server_id: str) -> list[dict[str, Any]]:
 
 def reconnect(user_id: str, server_id: str) -> dict[str, Any]:
     row = _setting(user_id, server_id)
+    creds = credentials.load(user_id, row.id)
     try:
-        probe = _connected(mcp_client.describe(row.url), None)
+        probe = _connected(mcp_client.describe(row.url, credentials.provider(row.url, creds)), None)
     except mcp_client.RemoteFailure as failure:
         probe = _probe_of(failure)
+    except AuthorizationPending:
+        probe = _probe_of(mcp_client.RemoteFailure("auth_required", "authorize Kody again"))
+    credentials.persist(user_id, row.id, creds)
     McpClientHub.call(user_id, "record_probe", server_id=row.id, probe=probe)
     return get(user_id, server_id)
 
 
 def refresh(user_id: str, server_id: str) -> dict[str, Any]:
     row = _setting(user_id, server_id)
+    creds = credentials.load(user_id, row.id)
     try:
-        probe = _listing_probe(row.url)
+        probe = _listing_probe(row.url, credentials.provider(row.url, creds))
     except UrlRefused:
         probe = {"status": "error", "error": UrlRefused.message, "at": timezone.now().isoformat()}
+    credentials.persist(user_id, row.id, creds)
     McpClientHub.call(user_id, "record_probe", server_id=row.id, probe=probe)
     return {"server": get(user_id, server_id), "tools": tools(user_id, server_id)}
 
@@ -213,8 +237,12 @@ def call_tool(
     row = _setting(user_id, server_id)
     if not row.enabled:
         raise ServerDisabled(details={"serverId": server_id})
+    creds = credentials.load(user_id, row.id)
     try:
-        return mcp_client.call_tool(row.url, tool, arguments or {})
+        auth = credentials.provider(row.url, creds)
+        return mcp_client.call_tool(row.url, tool, arguments or {}, auth)
+    except AuthorizationPending:
+        raise ServerNeedsAuthorization(details={"serverId": server_id}) from None
     except mcp_client.RemoteFailure as failure:
         if failure.reason == "refused":
             raise UrlRefused() from None
@@ -223,3 +251,58 @@ def call_tool(
         if failure.reason == "too_large":
             raise ResultTooLarge(failure.detail) from None
         raise ServerUnreachable(details={"serverId": server_id, "reason": failure.detail}) from None
+    finally:
+        credentials.persist(user_id, row.id, creds)
+
+
+class AuthorizationNotFound(NotFound):
+    code = "mcp_server_authorization_not_found"
+    message = "No authorization in progress matches this link; start again from the server's page."
+
+
+def authorize_start(user_id: str, server_id: str) -> str:
+    """The URL where the person authorizes Kody for this server (its OAuth flow has begun)."""
+    row = _setting(user_id, server_id)
+    creds = credentials.load(user_id, row.id)
+    creds.tokens = None  # a fresh grant: stale tokens must not satisfy the server
+    try:
+        mcp_client.describe(row.url, credentials.provider(row.url, creds, start=True))
+    except AuthorizationPending as pending:
+        sealed = credentials.seal(
+            user_id, row.id, "pending", credentials.pending_blob(pending.verifier, pending.state)
+        )
+        McpClientHub.call(
+            user_id,
+            "begin_authorization",
+            server_id=row.id,
+            state_hash=hashlib.sha256(pending.state.encode()).hexdigest(),
+            pending=sealed,
+            oauth=credentials.seal(user_id, row.id, "oauth", creds.dumps()),
+            expires_at=(timezone.now() + AUTHORIZE_WINDOW).isoformat(),
+        )
+        return pending.url
+    except mcp_client.RemoteFailure as failure:
+        raise ServerUnreachable(details={"serverId": server_id, "reason": failure.detail}) from None
+    raise Conflict("This server did not ask for authorization.", code="mcp_server_no_auth_needed")
+
+
+def authorize_finish(user_id: str, state: str, code: str) -> str:
+    """Finish the flow the callback belongs to; the server's id."""
+    found = McpClientHub.call(
+        user_id, "pending", state_hash=hashlib.sha256(state.encode()).hexdigest()
+    )
+    if found is None:
+        raise AuthorizationNotFound()
+    server_id = found["serverId"]
+    row = _setting(user_id, server_id)
+    pending = json.loads(credentials.unseal(user_id, server_id, "pending", found["sealed"]))
+    if not hmac.compare_digest(pending["state"], state):
+        raise AuthorizationNotFound()
+    creds = credentials.load(user_id, server_id, found["oauth"])
+    auth = credentials.provider(row.url, creds, code=code, verifier=pending["verifier"])
+    probe = _listing_probe(row.url, auth)
+    sealed = credentials.seal(user_id, server_id, "oauth", creds.dumps())
+    McpClientHub.call(
+        user_id, "finish_authorization", server_id=server_id, oauth=sealed, probe=probe
+    )
+    return server_id

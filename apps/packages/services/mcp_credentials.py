@@ -1,0 +1,61 @@
+"""The sealed OAuth material of a person's remote MCP servers: open it for one run of the SDK,
+seal what the run changed. Sealed with the secret keyring (``crypto``), bound to the owner and
+the server, so a ciphertext moved to another row or person does not open. Values never leave
+the services: no reply, page, log line or export carries them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.urls import reverse
+
+from apps.packages.actor.mcp_hub import McpClientHub
+from apps.packages.services import crypto
+from apps.packages.services.mcp_oauth import Credentials, KodyOAuth
+
+
+def _aad(user_id: str, server_id: str, kind: str) -> str:
+    return f"mcp-hub:{kind}:{user_id}:{server_id}"
+
+
+def seal(user_id: str, server_id: str, kind: str, plain: str) -> str:
+    key_id, token = crypto.seal(plain, _aad(user_id, server_id, kind))
+    return f"{key_id}:{token}"
+
+
+def unseal(user_id: str, server_id: str, kind: str, sealed: str) -> str:
+    if not sealed:
+        return ""
+    key_id, _, token = sealed.partition(":")
+    return crypto.open_sealed(key_id, token, _aad(user_id, server_id, kind))
+
+
+def redirect_uri() -> str:
+    return settings.SITE_URL.rstrip("/") + reverse("packages:mcp_server_oauth_callback")
+
+
+def load(user_id: str, server_id: str, sealed: str | None = None) -> Credentials:
+    if sealed is None:
+        sealed = McpClientHub.call(user_id, "oauth", server_id=server_id)["sealed"]
+    return Credentials.loads(unseal(user_id, server_id, "oauth", sealed or ""))
+
+
+def provider(url: str, creds: Credentials, **flow: Any) -> KodyOAuth | None:
+    """The SDK's OAuth provider over ``creds``; None for a server never authorized (and not
+    being authorized now), which is then called without OAuth."""
+    if not creds.tokens and not creds.client_info and not flow.get("start"):
+        return None
+    flow.pop("start", None)
+    return KodyOAuth(url, redirect_uri(), creds, **flow)
+
+
+def persist(user_id: str, server_id: str, creds: Credentials) -> None:
+    if creds.changed:
+        sealed = seal(user_id, server_id, "oauth", creds.dumps())
+        McpClientHub.call(user_id, "save_oauth", server_id=server_id, sealed=sealed)
+
+
+def pending_blob(verifier: str, state: str) -> str:
+    return json.dumps({"verifier": verifier, "state": state})
