@@ -63,7 +63,9 @@ class McpServerFake:
                 if not self._allowed(auth):
                     challenge = 'Bearer error="invalid_token"'
                     if self.oauth is not None:
-                        where = f"http://127.0.0.1:{self.port}/.well-known/oauth-protected-resource/mcp"
+                        where = (
+                            f"http://127.0.0.1:{self.port}/.well-known/oauth-protected-resource/mcp"
+                        )
                         challenge += f', resource_metadata="{where}"'
                     denied = JSONResponse(
                         {"error": "invalid_token"},
@@ -87,9 +89,7 @@ class McpServerFake:
     def _resource_metadata(self) -> JSONResponse:
         if self.oauth is None:
             return JSONResponse({"error": "not_found"}, status_code=404)
-        return JSONResponse(
-            {"resource": self.url, "authorization_servers": [self.oauth.base_url]}
-        )
+        return JSONResponse({"resource": self.url, "authorization_servers": [self.oauth.base_url]})
 
     @property
     def url(self) -> str:

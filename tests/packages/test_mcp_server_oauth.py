@@ -89,9 +89,7 @@ def test_a_callback_with_a_state_that_is_not_theirs_is_not_found(
     stolen = outsider_client.get("/account/mcp-servers/oauth/callback", back)
     assert stolen.status_code == 404
     assert protected.oauth.token_requests == []
-    forged = owner_client.get(
-        "/account/mcp-servers/oauth/callback", {**back, "state": "made-up"}
-    )
+    forged = owner_client.get("/account/mcp-servers/oauth/callback", {**back, "state": "made-up"})
     assert forged.status_code == 404
     assert McpServerSetting.objects.get(id=server_id).enabled is True
     # The right person with the right state still finishes it.
@@ -107,3 +105,25 @@ def test_a_denied_authorization_stores_nothing(owner_client, as_owner, protected
     [server] = as_owner.call("mcpServerList")["servers"]
     assert server["status"] == "auth_required"
     assert protected.oauth.access_tokens == {}
+
+
+def test_an_expired_token_is_refreshed_once_and_the_new_one_kept(
+    frozen_clock, owner_client, as_owner, provider, protected
+):
+    provider.access_token_ttl = 60
+    server_id, back = authorized(owner_client, as_owner, protected)
+    owner_client.get("/account/mcp-servers/oauth/callback", back)
+    [first] = list(provider.access_tokens)
+    provider.access_tokens.clear()  # the provider forgets it: only a refreshed token works now
+    frozen_clock.shift(120)
+    reply = as_owner.call(
+        "mcpServerCallTool", serverId=server_id, tool="shout", arguments={"text": "ok"}
+    )
+    assert reply["structuredContent"] == {"result": "OK"}
+    assert sum(provider.refresh_uses.values()) == 1
+    [second] = list(provider.access_tokens)
+    assert second != first
+    # The rotated pair was stored: the next call uses it without another refresh.
+    as_owner.call("mcpServerCallTool", serverId=server_id, tool="shout", arguments={"text": "a"})
+    assert sum(provider.refresh_uses.values()) == 1
+    assert protected.authorizations[-1] == f"Bearer {second}"

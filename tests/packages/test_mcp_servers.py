@@ -164,3 +164,20 @@ def test_the_outsider_sees_and_touches_none_of_it(as_owner, as_outsider, remote,
     theirs = as_outsider.call("mcpServerAdd", name="calc", url=remote.url)["server"]
     assert theirs["id"] != sid
     assert json.dumps(as_outsider.call("mcpServerList")).count(sid) == 0
+
+
+def test_agent_code_calls_the_tool_through_the_runtime(as_owner, as_outsider, remote, added):
+    code = (
+        "async (p) => (await kody.mcpServerCallTool("
+        "{serverId: p.id, tool: 'add', arguments: {a: 5, b: 6}})).structuredContent.result"
+    )
+    ran = as_owner.call("execute", code=code, params={"id": added["id"]})
+    assert ran["result"] == 11
+    assert remote.calls == [{"tool": "add", "a": 5, "b": 6}]
+    catch = (
+        "async (p) => { try { await kody.mcpServerCallTool({serverId: p.id, tool: 'add', "
+        "arguments: {a: 1, b: 1}}) } catch (e) { return e.code } }"
+    )
+    theirs = as_outsider.call("execute", code=catch, params={"id": added["id"]})
+    assert theirs["result"] == "mcp_server_not_found"
+    assert len(remote.calls) == 1

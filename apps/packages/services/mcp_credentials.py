@@ -51,7 +51,11 @@ def provider(url: str, creds: Credentials, **flow: Any) -> KodyOAuth | None:
     return KodyOAuth(url, redirect_uri(), creds, **flow)
 
 
-def persist(user_id: str, server_id: str, creds: Credentials) -> None:
+def persist(
+    user_id: str, server_id: str, creds: Credentials, auth: KodyOAuth | None = None
+) -> None:
+    if auth is not None:
+        auth.remember()
     if creds.changed:
         sealed = seal(user_id, server_id, "oauth", creds.dumps())
         McpClientHub.call(user_id, "save_oauth", server_id=server_id, sealed=sealed)

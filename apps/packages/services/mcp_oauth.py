@@ -17,6 +17,7 @@ registration and the tokens; ``changed`` says whether the run rotated anything t
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -27,6 +28,7 @@ from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
     OAuthClientMetadata,
+    OAuthMetadata,
     OAuthToken,
 )
 
@@ -43,6 +45,12 @@ class AuthorizationPending(Exception):
 class Credentials:
     client_info: dict[str, Any] | None = None
     tokens: dict[str, Any] | None = None
+    # When the access token expires (epoch seconds): the SDK keeps this only in memory, and a
+    # token loaded without it would look valid forever and never be refreshed.
+    expires_at: float | None = None
+    # The authorization server's metadata, found by discovery: a refresh needs its token
+    # endpoint, and without it the SDK would guess one on the MCP server's own origin.
+    metadata: dict[str, Any] | None = None
     changed: bool = field(default=False, compare=False)
 
     async def get_tokens(self) -> OAuthToken | None:
@@ -50,6 +58,7 @@ class Credentials:
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
         self.tokens = tokens.model_dump(mode="json", exclude_none=True)
+        self.expires_at = time.time() + tokens.expires_in if tokens.expires_in else None
         self.changed = True
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
@@ -62,12 +71,24 @@ class Credentials:
         self.changed = True
 
     def dumps(self) -> str:
-        return json.dumps({"client_info": self.client_info, "tokens": self.tokens})
+        return json.dumps(
+            {
+                "client_info": self.client_info,
+                "tokens": self.tokens,
+                "expires_at": self.expires_at,
+                "metadata": self.metadata,
+            }
+        )
 
     @classmethod
     def loads(cls, text: str) -> Credentials:
         data = json.loads(text) if text else {}
-        return cls(client_info=data.get("client_info"), tokens=data.get("tokens"))
+        return cls(
+            client_info=data.get("client_info"),
+            tokens=data.get("tokens"),
+            expires_at=data.get("expires_at"),
+            metadata=data.get("metadata"),
+        )
 
 
 class KodyOAuth(OAuthClientProvider):
@@ -84,6 +105,7 @@ class KodyOAuth(OAuthClientProvider):
     ) -> None:
         self._captured = ""
         self._code, self._verifier = code, verifier
+        self._credentials = storage
         metadata = OAuthClientMetadata(
             redirect_uris=[redirect_uri],  # type: ignore[list-item]
             client_name="Kody",
@@ -98,6 +120,22 @@ class KodyOAuth(OAuthClientProvider):
             redirect_handler=self._capture,
             callback_handler=self._echo_state,
         )
+
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        # Restore what the SDK would otherwise lose between runs, so an expired token is
+        # refreshed before it is sent.
+        self.context.token_expiry_time = self._credentials.expires_at
+        if self._credentials.metadata and self.context.oauth_metadata is None:
+            self.context.oauth_metadata = OAuthMetadata.model_validate(self._credentials.metadata)
+
+    def remember(self) -> None:
+        """Keep the metadata this run discovered (called after the run, before persisting)."""
+        found = self.context.oauth_metadata
+        dumped = found.model_dump(mode="json", exclude_none=True) if found else None
+        if dumped and dumped != self._credentials.metadata:
+            self._credentials.metadata = dumped
+            self._credentials.changed = True
 
     async def _capture(self, url: str) -> None:
         self._captured = url

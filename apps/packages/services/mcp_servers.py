@@ -196,13 +196,14 @@ def tools(user_id: str, server_id: str) -> list[dict[str, Any]]:
 def reconnect(user_id: str, server_id: str) -> dict[str, Any]:
     row = _setting(user_id, server_id)
     creds = credentials.load(user_id, row.id)
+    auth = credentials.provider(row.url, creds)
     try:
-        probe = _connected(mcp_client.describe(row.url, credentials.provider(row.url, creds)), None)
+        probe = _connected(mcp_client.describe(row.url, auth), None)
     except mcp_client.RemoteFailure as failure:
         probe = _probe_of(failure)
     except AuthorizationPending:
         probe = _probe_of(mcp_client.RemoteFailure("auth_required", "authorize Kody again"))
-    credentials.persist(user_id, row.id, creds)
+    credentials.persist(user_id, row.id, creds, auth)
     McpClientHub.call(user_id, "record_probe", server_id=row.id, probe=probe)
     return get(user_id, server_id)
 
@@ -210,11 +211,12 @@ def reconnect(user_id: str, server_id: str) -> dict[str, Any]:
 def refresh(user_id: str, server_id: str) -> dict[str, Any]:
     row = _setting(user_id, server_id)
     creds = credentials.load(user_id, row.id)
+    auth = credentials.provider(row.url, creds)
     try:
-        probe = _listing_probe(row.url, credentials.provider(row.url, creds))
+        probe = _listing_probe(row.url, auth)
     except UrlRefused:
         probe = {"status": "error", "error": UrlRefused.message, "at": timezone.now().isoformat()}
-    credentials.persist(user_id, row.id, creds)
+    credentials.persist(user_id, row.id, creds, auth)
     McpClientHub.call(user_id, "record_probe", server_id=row.id, probe=probe)
     return {"server": get(user_id, server_id), "tools": tools(user_id, server_id)}
 
@@ -238,8 +240,8 @@ def call_tool(
     if not row.enabled:
         raise ServerDisabled(details={"serverId": server_id})
     creds = credentials.load(user_id, row.id)
+    auth = credentials.provider(row.url, creds)
     try:
-        auth = credentials.provider(row.url, creds)
         return mcp_client.call_tool(row.url, tool, arguments or {}, auth)
     except AuthorizationPending:
         raise ServerNeedsAuthorization(details={"serverId": server_id}) from None
@@ -252,7 +254,7 @@ def call_tool(
             raise ResultTooLarge(failure.detail) from None
         raise ServerUnreachable(details={"serverId": server_id, "reason": failure.detail}) from None
     finally:
-        credentials.persist(user_id, row.id, creds)
+        credentials.persist(user_id, row.id, creds, auth)
 
 
 class AuthorizationNotFound(NotFound):
@@ -265,9 +267,12 @@ def authorize_start(user_id: str, server_id: str) -> str:
     row = _setting(user_id, server_id)
     creds = credentials.load(user_id, row.id)
     creds.tokens = None  # a fresh grant: stale tokens must not satisfy the server
+    auth = credentials.provider(row.url, creds, start=True)
     try:
-        mcp_client.describe(row.url, credentials.provider(row.url, creds, start=True))
+        mcp_client.describe(row.url, auth)
     except AuthorizationPending as pending:
+        if auth is not None:
+            auth.remember()
         sealed = credentials.seal(
             user_id, row.id, "pending", credentials.pending_blob(pending.verifier, pending.state)
         )
@@ -301,6 +306,8 @@ def authorize_finish(user_id: str, state: str, code: str) -> str:
     creds = credentials.load(user_id, server_id, found["oauth"])
     auth = credentials.provider(row.url, creds, code=code, verifier=pending["verifier"])
     probe = _listing_probe(row.url, auth)
+    if auth is not None:
+        auth.remember()
     sealed = credentials.seal(user_id, server_id, "oauth", creds.dumps())
     McpClientHub.call(
         user_id, "finish_authorization", server_id=server_id, oauth=sealed, probe=probe
