@@ -7,13 +7,17 @@ callback link is not found."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
+from django.db import connection
 
 from apps.accounts.export import service as export
 from apps.packages.models import McpServerSetting
+from apps.packages.services import mcp_servers
 from tests.fakes.mcp_server import McpServerFake
 from tests.fakes.oauth_provider import OAuthProviderFake
 
@@ -127,3 +131,26 @@ def test_an_expired_token_is_refreshed_once_and_the_new_one_kept(
     as_owner.call("mcpServerCallTool", serverId=server_id, tool="shout", arguments={"text": "a"})
     assert sum(provider.refresh_uses.values()) == 1
     assert protected.authorizations[-1] == f"Bearer {second}"
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "audit"])
+def test_eight_concurrent_callers_refresh_the_token_once(
+    frozen_clock, owner_client, as_owner, owner, provider, protected
+):
+    provider.access_token_ttl = 60
+    server_id, back = authorized(owner_client, as_owner, protected)
+    owner_client.get("/account/mcp-servers/oauth/callback", back)
+    provider.access_tokens.clear()
+    frozen_clock.shift(120)
+
+    def one(n: int) -> dict[str, Any]:
+        try:
+            return mcp_servers.call_tool(owner.stable_user_id, server_id, "add", {"a": n, "b": 1})
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        replies = list(pool.map(one, range(8)))
+    assert [r["structuredContent"]["result"] for r in replies] == [n + 1 for n in range(8)]
+    assert sum(provider.refresh_uses.values()) == 1
+    assert len(provider.access_tokens) == 1

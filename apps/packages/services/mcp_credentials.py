@@ -6,14 +6,19 @@ the services: no reply, page, log line or export carries them."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.urls import reverse
 
 from apps.packages.actor.mcp_hub import McpClientHub
-from apps.packages.services import crypto
-from apps.packages.services.mcp_oauth import Credentials, KodyOAuth
+from apps.packages.services import crypto, mcp_client
+from apps.packages.services.mcp_oauth import AuthorizationPending, Credentials, KodyOAuth
+
+REFRESH_MARGIN_SECONDS = 30
+REFRESH_LOCK_SECONDS = 30
 
 
 def _aad(user_id: str, server_id: str, kind: str) -> str:
@@ -40,6 +45,40 @@ def load(user_id: str, server_id: str, sealed: str | None = None) -> Credentials
     if sealed is None:
         sealed = McpClientHub.call(user_id, "oauth", server_id=server_id)["sealed"]
     return Credentials.loads(unseal(user_id, server_id, "oauth", sealed or ""))
+
+
+def needs_refresh(creds: Credentials) -> bool:
+    tokens = creds.tokens or {}
+    return bool(
+        tokens.get("refresh_token")
+        and creds.expires_at is not None
+        and creds.expires_at - REFRESH_MARGIN_SECONDS <= time.time()
+    )
+
+
+def load_fresh(user_id: str, server_id: str, url: str) -> Credentials:
+    """The credentials, their access token refreshed first if it has (nearly) expired.
+
+    Providers rotate refresh tokens: two callers refreshing with the same one would burn it
+    and leave one of them unauthorized. So a refresh happens under a lock per person and
+    server, and a caller that waited reads the credentials again and finds them fresh.
+    """
+    creds = load(user_id, server_id)
+    if not needs_refresh(creds):
+        return creds
+    key = f"mcp-oauth-refresh:{user_id}:{server_id}"
+    with cache.lock(key, timeout=REFRESH_LOCK_SECONDS, blocking_timeout=REFRESH_LOCK_SECONDS):
+        creds = load(user_id, server_id)
+        if needs_refresh(creds):
+            auth = provider(url, creds)
+            try:
+                # The SDK refreshes an expired token before it sends the request.
+                mcp_client.describe(url, auth)
+            except (mcp_client.RemoteFailure, AuthorizationPending):
+                pass  # the caller's own request reports the state of things
+            finally:
+                persist(user_id, server_id, creds, auth)
+    return creds
 
 
 def provider(url: str, creds: Credentials, **flow: Any) -> KodyOAuth | None:

@@ -195,7 +195,7 @@ def tools(user_id: str, server_id: str) -> list[dict[str, Any]]:
 
 def reconnect(user_id: str, server_id: str) -> dict[str, Any]:
     row = _setting(user_id, server_id)
-    creds = credentials.load(user_id, row.id)
+    creds = credentials.load_fresh(user_id, row.id, row.url)
     auth = credentials.provider(row.url, creds)
     try:
         probe = _connected(mcp_client.describe(row.url, auth), None)
@@ -210,7 +210,7 @@ def reconnect(user_id: str, server_id: str) -> dict[str, Any]:
 
 def refresh(user_id: str, server_id: str) -> dict[str, Any]:
     row = _setting(user_id, server_id)
-    creds = credentials.load(user_id, row.id)
+    creds = credentials.load_fresh(user_id, row.id, row.url)
     auth = credentials.provider(row.url, creds)
     try:
         probe = _listing_probe(row.url, auth)
@@ -239,7 +239,7 @@ def call_tool(
     row = _setting(user_id, server_id)
     if not row.enabled:
         raise ServerDisabled(details={"serverId": server_id})
-    creds = credentials.load(user_id, row.id)
+    creds = credentials.load_fresh(user_id, row.id, row.url)
     auth = credentials.provider(row.url, creds)
     try:
         return mcp_client.call_tool(row.url, tool, arguments or {}, auth)
