@@ -6,7 +6,9 @@ Protocol (JSON text frames, each with a ``type``): the connector's first message
 Kody asks ``tools/list`` in a ``connector.jsonrpc`` envelope (JSON-RPC 2.0) and records the
 session and its tools in the owner's RemoteConnectorSession actor. ``connector.heartbeat``
 keeps the session fresh; a heartbeat that finds the connector disabled, its secret rotated or
-a newer session in its place ends this socket. Everything received is bounded in size and
+a newer session in its place ends this socket. A ``remoteConnectorCallTool`` made in any
+process is queued on this session's Redis list; this socket sends it as ``tools/call`` and
+puts the connector's answer on the call's reply list. Everything received is bounded in size and
 time; nothing the connector sends is echoed back.
 """
 
@@ -21,17 +23,21 @@ import anyio
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.utils import timezone
+from django_redis import get_redis_connection
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from apps.packages.actor.connector import RemoteConnectorSession
 from apps.packages.services import remote_connectors
+from apps.packages.services.remote_connectors import reply_key, requests_key
 
 PATH_RE = re.compile(r"^/@(?P<username>[A-Za-z0-9_-]{1,64})/connectors/(?P<instance>[^/]{1,64})$")
 HELLO_SECONDS = 10.0
 IDLE_SECONDS = 120.0
 MAX_FRAME = 512 * 1024
 MAX_TOOLS = 200
+CALL_PREFIX = "kody-call-"
+REPLY_TTL_SECONDS = 60
 TOOL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
 
@@ -138,20 +144,16 @@ async def _session(ws: WebSocket, uid: str, instance: str) -> None:
         tools=tools,
         at=timezone.now().isoformat(),
     )
+    redis = get_redis_connection("default")
     try:
-        while True:
-            message = await _receive(ws, IDLE_SECONDS)
-            if message.get("type") == "connector.heartbeat":
-                state = await call(
-                    uid,
-                    "heartbeat",
-                    instance_id=instance,
-                    session_token=token,
-                    at=timezone.now().isoformat(),
-                )
-                if not state["current"]:
-                    await _refuse(ws, "This connector session has ended.", 4409)
-                    return
+        async with anyio.create_task_group() as group:
+            group.start_soon(_relay, ws, redis, requests_key(uid, instance, token))
+            try:
+                await _listen(ws, redis, call, uid, instance, token)
+            except (WebSocketDisconnect, TimeoutError, ValueError):
+                pass  # the connector went away, fell silent or sent garbage: the session ends
+            finally:
+                group.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
             await call(
@@ -161,3 +163,59 @@ async def _session(ws: WebSocket, uid: str, instance: str) -> None:
                 session_token=token,
                 at=timezone.now().isoformat(),
             )
+
+
+async def _listen(
+    ws: WebSocket, redis: Any, call: Any, uid: str, instance: str, token: str
+) -> None:
+    """Heartbeats and the answers to relayed calls, until the socket ends or is superseded."""
+    while True:
+        message = await _receive(ws, IDLE_SECONDS)
+        kind = message.get("type")
+        if kind == "connector.heartbeat":
+            state = await call(
+                uid,
+                "heartbeat",
+                instance_id=instance,
+                session_token=token,
+                at=timezone.now().isoformat(),
+            )
+            if not state["current"]:
+                await _refuse(ws, "This connector session has ended.", 4409)
+                return
+        elif kind == "connector.jsonrpc" and isinstance(message.get("message"), dict):
+            reply = message["message"]
+            reply_id = reply.get("id")
+            if isinstance(reply_id, str) and reply_id.startswith(CALL_PREFIX):
+                key = reply_key(reply_id.removeprefix(CALL_PREFIX)[:64])
+                await anyio.to_thread.run_sync(_answer, redis, key, json.dumps(reply))
+
+
+def _answer(redis: Any, key: str, reply: str) -> None:
+    redis.rpush(key, reply)
+    redis.expire(key, REPLY_TTL_SECONDS)
+
+
+async def _relay(ws: WebSocket, redis: Any, key: str) -> None:
+    """Send the calls queued for this session (by any process) down the socket."""
+    try:
+        await _relay_forever(ws, redis, key)
+    except (WebSocketDisconnect, RuntimeError):
+        return  # the socket closed under a send: the listener ends the session
+
+
+async def _relay_forever(ws: WebSocket, redis: Any, key: str) -> None:
+    while True:
+        got = await anyio.to_thread.run_sync(
+            lambda: redis.blpop([key], timeout=2), abandon_on_cancel=True
+        )
+        if got is None:
+            continue
+        request = json.loads(got[1])
+        call = {
+            "jsonrpc": "2.0",
+            "id": CALL_PREFIX + request["id"],
+            "method": "tools/call",
+            "params": {"name": request["tool"], "arguments": request["arguments"]},
+        }
+        await ws.send_text(json.dumps({"type": "connector.jsonrpc", "message": call}))

@@ -192,3 +192,52 @@ def test_export_carries_sessions_without_secret_or_token_and_deletion_purges(
     assert SECRET not in json.dumps([page, settings_page], default=str)
     purged = RemoteConnectorSession.call(owner.stable_user_id, "purge")
     assert purged["deleted"]["remote_connector_sessions"] == 1
+
+
+def _call_in_thread(agent, **arguments: Any):  # type: ignore[no-untyped-def]
+    """Start an agent's call on its own thread (it waits for the connector's answer)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    def run():  # type: ignore[no-untyped-def]
+        try:
+            return agent.raw("remoteConnectorCallTool", **arguments)
+        finally:
+            connection.close()
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    return pool.submit(run)
+
+
+def test_an_agent_calls_a_tool_of_the_connected_connector(sockets, as_owner, registered):
+    with sockets.websocket_connect("/@ada/connectors/home") as ws:
+        hello(ws)
+        answer_tools(ws)
+        _wait_for(as_owner, connected=True)
+        pending = _call_in_thread(
+            as_owner, instanceId="home", tool="lights_on", arguments={"room": "kitchen"}
+        )
+        asked = json.loads(ws.receive_text())
+        assert asked["type"] == "connector.jsonrpc"
+        call = asked["message"]
+        assert call["method"] == "tools/call"
+        assert call["params"] == {"name": "lights_on", "arguments": {"room": "kitchen"}}
+        result = {"content": [{"type": "text", "text": "kitchen lit"}], "isError": False}
+        reply = {"jsonrpc": "2.0", "id": call["id"], "result": result}
+        ws.send_text(json.dumps({"type": "connector.jsonrpc", "message": reply}))
+        answered = pending.result(timeout=30)
+    assert answered.status_code == 200, answered.content
+    assert answered.json()["content"] == [{"type": "text", "text": "kitchen lit"}]
+
+
+def test_calls_to_a_detached_or_absent_connector_are_refused(
+    owner_client, as_owner, as_outsider, registered
+):
+    error = as_owner.error("remoteConnectorCallTool", 409, instanceId="home", tool="lights_on")
+    assert error["code"] == "remote_connector_not_connected"
+    owner_client.post("/account/remote-connectors/home", {"action": "detach"})
+    error = as_owner.error("remoteConnectorCallTool", 409, instanceId="home", tool="lights_on")
+    assert error["code"] == "remote_connector_detached"
+    error = as_outsider.error("remoteConnectorCallTool", 404, instanceId="home", tool="lights_on")
+    assert error["code"] == "remote_connector_not_found"

@@ -174,6 +174,15 @@ class RemoteConnectorSession(Actor):
             row.instance_id: session_json(row, now) for row in m.RemoteConnectorState.objects.all()
         }
 
+    @reads
+    def live_session(self, instance_id: str) -> str | None:
+        """The token of the connector's current session, if it is connected and fresh."""
+        self._check_owner()
+        row = m.RemoteConnectorState.objects.filter(instance_id=instance_id).first()
+        if row is None or not session_json(row, timezone.now())["connected"]:
+            return None
+        return row.session_token or None
+
     @deletion_safe
     def purge(self) -> dict[str, Any]:
         deleted = {}

@@ -1,5 +1,6 @@
 """The person's remote connectors: register, attach/detach, enable/disable, rotate the shared
-secret, remove, and the status the agents read (``metaListRemoteConnectorStatus``).
+secret, remove, the status the agents read (``metaListRemoteConnectorStatus``) and calls to a
+connector's tools (``remoteConnectorCallTool``).
 
 The shared secret is chosen by the person (they configure their connector with it), sealed with
 AES-GCM bound to the owner and the connector's name, and never shown again: not on a page, not
@@ -9,18 +10,23 @@ in a reply, not in an export. A connector proves it at hello; the comparison is 
 from __future__ import annotations
 
 import hmac
+import json
 import re
 import uuid
 from typing import Any
+
+from django_redis import get_redis_connection
 
 from apps.accounts.models import User
 from apps.packages.actor.connector import ConnectorNotFound, RemoteConnectorSession
 from apps.packages.models import RemoteConnectorSetting
 from apps.packages.services import crypto
-from kody.errors import InvalidInput
+from kody.errors import Conflict, InvalidInput, KodyError
 
 INSTANCE_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 SECRET_MIN, SECRET_MAX = 24, 256
+CALL_SECONDS = 30
+MAX_REPLY_BYTES = 1024 * 1024
 
 
 class InstanceInvalid(InvalidInput):
@@ -145,3 +151,69 @@ def authenticate(username: str, instance_id: str, secret: str) -> str | None:
     except (crypto.Undecryptable, ValueError):
         return None
     return uid if hmac.compare_digest(expected.encode(), secret.encode()) else None
+
+
+class ConnectorDetached(Conflict):
+    code = "remote_connector_detached"
+    message = "This connector is detached from your agents' sessions; attach it to call it."
+
+
+class ConnectorNotConnected(Conflict):
+    code = "remote_connector_not_connected"
+    message = "This connector is not connected to Kody right now."
+
+
+class ConnectorTimeout(KodyError):
+    code = "remote_connector_timeout"
+    status = 504
+    message = "The connector did not answer in time."
+
+
+class ConnectorFailed(KodyError):
+    code = "remote_connector_error"
+    status = 502
+    message = "The connector answered the call with an error."
+
+
+def requests_key(user_id: str, instance_id: str, session_token: str) -> str:
+    return f"remote-connector:v1:requests:{user_id}:{instance_id}:{session_token}"
+
+
+def reply_key(request_id: str) -> str:
+    return f"remote-connector:v1:reply:{request_id}"
+
+
+def call_tool(
+    user_id: str, instance_id: str, tool: str, arguments: dict[str, Any] | None
+) -> dict[str, Any]:
+    """Call a tool of an enabled, attached, connected connector, through the process that holds
+    its socket: the request goes on the session's Redis list, the answer comes back on a list of
+    its own (the socket's process may be any web process)."""
+    row = _setting(user_id, instance_id)
+    if not row.enabled:
+        raise ConnectorNotConnected(details={"instanceId": instance_id})
+    if not row.attached:
+        raise ConnectorDetached(details={"instanceId": instance_id})
+    token = RemoteConnectorSession.call(user_id, "live_session", instance_id=instance_id)
+    if not token:
+        raise ConnectorNotConnected(details={"instanceId": instance_id})
+    request_id = uuid.uuid4().hex
+    redis = get_redis_connection("default")
+    key = requests_key(user_id, instance_id, token)
+    request = {"id": request_id, "tool": tool, "arguments": arguments or {}}
+    redis.rpush(key, json.dumps(request))
+    redis.expire(key, CALL_SECONDS)
+    got = redis.blpop([reply_key(request_id)], timeout=CALL_SECONDS)
+    if got is None:
+        raise ConnectorTimeout(details={"instanceId": instance_id})
+    if len(got[1]) > MAX_REPLY_BYTES:
+        raise ConnectorFailed("The connector's answer is over 1 MiB.")
+    reply = json.loads(got[1])
+    result = reply.get("result") if isinstance(reply, dict) else None
+    if not isinstance(result, dict):
+        raise ConnectorFailed(details={"instanceId": instance_id})
+    return {
+        "content": result.get("content") if isinstance(result.get("content"), list) else [],
+        "structuredContent": result.get("structuredContent"),
+        "isError": bool(result.get("isError", False)),
+    }
