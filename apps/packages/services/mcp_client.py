@@ -35,6 +35,7 @@ DEADLINE_SECONDS = 20.0
 MAX_TOOLS = 200
 MAX_TOOLS_BYTES = 512 * 1024
 MAX_RESULT_BYTES = 1024 * 1024
+MAX_BODY_BYTES = 4 * MAX_RESULT_BYTES
 TOOL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 
 
@@ -118,6 +119,11 @@ def _run(
 
     async def note(response: httpx2.Response) -> None:
         statuses.append(response.status_code)
+        # A declared body above the cap is refused before it is read. (A chunked body has no
+        # length to check; the result cap below still keeps it out of replies and storage.)
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > MAX_BODY_BYTES:
+            raise RemoteFailure("too_large", "the server's response is too large")
 
     async def session() -> T:
         with anyio.fail_after(DEADLINE_SECONDS):
