@@ -181,3 +181,24 @@ def test_agent_code_calls_the_tool_through_the_runtime(as_owner, as_outsider, re
     theirs = as_outsider.call("execute", code=catch, params={"id": added["id"]})
     assert theirs["result"] == "mcp_server_not_found"
     assert len(remote.calls) == 1
+
+
+def test_a_name_resolving_to_loopback_is_refused_outside_the_test_setting(as_owner, settings):
+    settings.KODY_FETCH_ALLOW_LOOPBACK = False
+    error = as_owner.error("mcpServerAdd", 422, name="local", url="https://localhost:9/mcp")
+    assert error["code"] == "mcp_server_url_refused"
+    assert not McpServerSetting.objects.exists()
+
+
+def test_a_saved_server_that_turns_inward_is_refused_at_connect_time(
+    as_owner, settings, remote, added
+):
+    # What DNS rebinding looks like from here: the saved URL now leads somewhere not public.
+    settings.KODY_FETCH_ALLOW_LOOPBACK = False
+    error = as_owner.error(
+        "mcpServerCallTool", 422, serverId=added["id"], tool="add", arguments={"a": 1, "b": 2}
+    )
+    assert error["code"] == "mcp_server_url_refused"
+    assert remote.calls == []
+    refreshed = as_owner.call("mcpServerRefresh", serverId=added["id"])["server"]
+    assert refreshed["status"] == "error"
