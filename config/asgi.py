@@ -7,6 +7,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_application = get_asgi_application()
 
 # Imported after Django is set up: the MCP app reads settings and the capability registry.
+from apps.packages.connector_socket import with_connectors  # noqa: E402
 from kody.mcp.app import build_app, with_mcp  # noqa: E402
 
-application = with_mcp(django_application, build_app())
+# Remote connectors' WebSockets first; then /mcp and the lifespan; the rest is Django's.
+application = with_connectors(with_mcp(django_application, build_app()))

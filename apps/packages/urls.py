@@ -1,8 +1,10 @@
 from django.urls import path, re_path
 
 from apps.packages import (
+    connector_views,
     git_http,
     invocation_views,
+    mcp_server_views,
     openapi_views,
     package_views,
     session_views,
@@ -56,6 +58,29 @@ urlpatterns = [
         "account/repo-sessions/<str:session_id>/discard",
         session_views.session_discard,
         name="repo_session_discard",
+    ),
+    path("account/mcp-servers", mcp_server_views.server_list, name="mcp_servers"),
+    path("account/mcp-servers/new", mcp_server_views.server_new, name="mcp_server_new"),
+    path(
+        "account/mcp-servers/oauth/callback",
+        mcp_server_views.oauth_callback,
+        name="mcp_server_oauth_callback",
+    ),
+    path(
+        "account/mcp-servers/<str:server_id>",
+        mcp_server_views.server_detail,
+        name="mcp_server",
+    ),
+    path("account/remote-connectors", connector_views.connector_list, name="remote_connectors"),
+    path(
+        "account/remote-connectors/new",
+        connector_views.connector_new,
+        name="remote_connector_new",
+    ),
+    path(
+        "account/remote-connectors/<str:instance_id>",
+        connector_views.connector_detail,
+        name="remote_connector",
     ),
     path("account/packages", package_views.package_list, name="packages"),
     path("account/packages/<str:package_id>", package_views.package_detail, name="package_detail"),

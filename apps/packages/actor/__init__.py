@@ -1,7 +1,10 @@
-"""Per-user state of repo sessions: the RepoSessionIndex actor (SCHEMA.md §2.4)."""
+"""Per-user actors of the packages app: RepoSessionIndex (repo sessions, SCHEMA.md §2.4),
+McpClientHub (remote MCP servers) and RemoteConnectorSession (remote connectors)."""
 
 from apps.accounts.surfaces import ActorSurface, register_actor
+from apps.packages.actor.connector import RemoteConnectorSession
 from apps.packages.actor.index import RepoSessionIndex
+from apps.packages.actor.mcp_hub import McpClientHub
 
 register_actor(
     ActorSurface(
@@ -17,4 +20,30 @@ register_actor(
     )
 )
 
-__all__ = ["RepoSessionIndex"]
+register_actor(
+    ActorSurface(
+        McpClientHub.name,
+        purge="purge",
+        export_pages=None,
+        export_section=None,
+        note="connection state and the cached tool lists of the person's remote MCP servers: "
+        "derived from the servers themselves (rebuilt by mcpServerRefresh) and not portable; "
+        "the servers' settings are exported as mcp_server_settings rows",
+    )
+)
+
+register_actor(
+    ActorSurface(
+        RemoteConnectorSession.name,
+        purge="purge",
+        export_pages="export_pages",
+        export_section="remote_connector_session",
+        import_note="a connector's session is live state: it starts again when the connector "
+        "says hello to the new account; the registrations come back as "
+        "remote_connector_settings rows",
+        note="each connector's session (connected, last seen, the tools it offered); session "
+        "tokens are not exported",
+    )
+)
+
+__all__ = ["McpClientHub", "RemoteConnectorSession", "RepoSessionIndex"]

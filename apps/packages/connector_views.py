@@ -1,0 +1,91 @@
+"""Account pages for remote connectors: the list with each one's status, registering one (name
+and shared secret), and one connector's page (attach/detach, enable/disable, a new secret,
+remove). The shared secret is written here and never shown again. Another person's connector
+is not found."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from apps.accounts.page_writes import guarded_page_write
+from apps.packages.services import remote_connectors
+from kody.errors import KodyError
+
+FLAGS = {
+    "attach": {"attached": True},
+    "detach": {"attached": False},
+    "enable": {"enabled": True},
+    "disable": {"enabled": False},
+}
+
+
+def _uid(request: HttpRequest) -> str:
+    return request.user.stable_user_id  # type: ignore[union-attr]
+
+
+def _problem(request: HttpRequest, exc: KodyError, title: str) -> HttpResponse:
+    context = {"title": title, "error": exc}
+    return render(request, "accounts/problem.html", context, status=exc.status)
+
+
+@login_required
+@require_GET
+def connector_list(request: HttpRequest) -> HttpResponse:
+    connectors = remote_connectors.listing(_uid(request))
+    return render(request, "packages/remote_connectors.html", {"connectors": connectors})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@guarded_page_write
+def connector_new(request: HttpRequest) -> HttpResponse:
+    form = {"instanceId": "", "attached": True}
+    error = None
+    if request.method == "POST":
+        form = {
+            "instanceId": request.POST.get("instanceId", "")[:80],
+            "attached": request.POST.get("attached") == "on",
+        }
+        try:
+            made = remote_connectors.register(
+                _uid(request),
+                form["instanceId"],
+                request.POST.get("sharedSecret", "")[:300],
+                attached=bool(form["attached"]),
+            )
+        except KodyError as exc:
+            error = exc
+        else:
+            return redirect("packages:remote_connector", instance_id=made["instanceId"])
+    context = {"form": form, "error": error, "origin": request.get_host()}
+    status = error.status if error else 200
+    return render(request, "packages/remote_connector_new.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@guarded_page_write
+def connector_detail(request: HttpRequest, instance_id: str) -> HttpResponse:
+    uid = _uid(request)
+    try:
+        if request.method == "POST":
+            action = request.POST.get("action", "")
+            if action == "remove":
+                remote_connectors.remove(uid, instance_id)
+                return redirect("packages:remote_connectors")
+            if action == "secret":
+                secret = request.POST.get("sharedSecret", "")[:300]
+                remote_connectors.update(uid, instance_id, secret=secret)
+            elif action in FLAGS:
+                remote_connectors.update(uid, instance_id, **FLAGS[action])
+            else:
+                return HttpResponse("Unknown action.", status=400)
+            return redirect("packages:remote_connector", instance_id=instance_id)
+        connector = remote_connectors.get(uid, instance_id)
+    except KodyError as exc:
+        return _problem(request, exc, "Remote connector")
+    context = {"connector": connector, "username": request.user.username}  # type: ignore[union-attr]
+    return render(request, "packages/remote_connector.html", context)

@@ -1,0 +1,107 @@
+"""Account pages for the person's remote MCP servers: the list, adding one, one server's page
+(its tools; reconnect, refresh, enable/disable, remove, authorize) and the OAuth callback.
+Every view reads and writes the signed-in user's rows only, through ``services.mcp_servers``;
+another person's server id is not found."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from apps.accounts.page_writes import guarded_page_write
+from apps.accounts.policy import write_guard
+from apps.packages.services import mcp_servers
+from kody.errors import KodyError
+
+ACTIONS = ("reconnect", "refresh", "enable", "disable", "remove", "authorize")
+
+
+def _uid(request: HttpRequest) -> str:
+    return request.user.stable_user_id  # type: ignore[union-attr]
+
+
+def _problem(request: HttpRequest, exc: KodyError, title: str) -> HttpResponse:
+    context = {"title": title, "error": exc}
+    return render(request, "accounts/problem.html", context, status=exc.status)
+
+
+@login_required
+@require_GET
+def server_list(request: HttpRequest) -> HttpResponse:
+    servers = mcp_servers.listing(_uid(request))
+    return render(request, "packages/mcp_servers.html", {"servers": servers})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@guarded_page_write
+def server_new(request: HttpRequest) -> HttpResponse:
+    form = {"name": "", "url": ""}
+    error = None
+    if request.method == "POST":
+        form = {"name": request.POST.get("name", ""), "url": request.POST.get("url", "")}
+        try:
+            server = mcp_servers.add(_uid(request), form["name"][:64], form["url"][:2048])
+        except KodyError as exc:
+            error = exc
+        else:
+            return redirect("packages:mcp_server", server_id=server["id"])
+    status = error.status if error else 200
+    context = {"form": form, "error": error}
+    return render(request, "packages/mcp_server_new.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@guarded_page_write
+def server_detail(request: HttpRequest, server_id: str) -> HttpResponse:
+    uid = _uid(request)
+    try:
+        if request.method == "POST":
+            action = request.POST.get("action", "")
+            if action not in ACTIONS:
+                return HttpResponse("Unknown action.", status=400)
+            if action == "remove":
+                mcp_servers.remove(uid, server_id)
+                return redirect("packages:mcp_servers")
+            if action == "authorize":
+                url = mcp_servers.authorize_start(uid, server_id)
+                if urlsplit(url).scheme not in ("https", "http"):
+                    return HttpResponse(
+                        "The server named an unusable authorization URL.", status=502
+                    )
+                return HttpResponseRedirect(url)
+            if action == "reconnect":
+                mcp_servers.reconnect(uid, server_id)
+            elif action == "refresh":
+                mcp_servers.refresh(uid, server_id)
+            else:
+                mcp_servers.set_enabled(uid, server_id, action == "enable")
+            return redirect("packages:mcp_server", server_id=server_id)
+        server = mcp_servers.get(uid, server_id)
+        tools = mcp_servers.tools(uid, server_id)
+    except KodyError as exc:
+        return _problem(request, exc, "MCP server")
+    return render(request, "packages/mcp_server.html", {"server": server, "tools": tools})
+
+
+@login_required
+@require_GET
+def oauth_callback(request: HttpRequest) -> HttpResponse:
+    """Where the server's authorization server sends the person back; the state ties it to an
+    authorization this person started, so another person's link is not found."""
+    state, code = request.GET.get("state", "")[:512], request.GET.get("code", "")[:2048]
+    if request.GET.get("error") or not state or not code:
+        exc = mcp_servers.AuthorizationNotFound("The server did not authorize Kody.")
+        return _problem(request, exc, "MCP server not authorized")
+    try:
+        # A GET that writes (the redirect back is a GET), so it takes the write guard itself.
+        with write_guard(request.user, "ui:mcp_server_oauth_callback"):
+            server_id = mcp_servers.authorize_finish(_uid(request), state, code)
+    except KodyError as exc:
+        return _problem(request, exc, "MCP server not authorized")
+    return redirect("packages:mcp_server", server_id=server_id)
