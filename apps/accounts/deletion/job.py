@@ -47,16 +47,12 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
+from apps.accounts.actor_surfaces import actor_surfaces
 from apps.accounts.models import AccountDeletion, DeletionStatus, User
+from apps.accounts.out_of_band_surfaces import OUT_OF_BAND_SURFACES
 from apps.accounts.ownership import Owner, owned_rows, quote
-from apps.accounts.surfaces import (
-    DELETED_USER,
-    OUT_OF_BAND_SURFACES,
-    USER_TABLE_TARGETS,
-    Match,
-    TableTarget,
-    actor_surfaces,
-)
+from apps.accounts.surface_kinds import DELETED_USER, Match, TableTarget
+from apps.accounts.surfaces import USER_TABLE_TARGETS
 from kody.actors.base import actor_named
 from kody.errors import KodyError
 

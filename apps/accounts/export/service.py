@@ -31,6 +31,8 @@ from django.core import signing
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 
+from apps.accounts.actor_surfaces import actor_surfaces
+from apps.accounts.out_of_band_surfaces import OUT_OF_BAND_SURFACES
 from apps.accounts.ownership import (
     Owner,
     json_column_names,
@@ -39,14 +41,8 @@ from apps.accounts.ownership import (
     quote,
     table_columns,
 )
-from apps.accounts.surfaces import (
-    OPERATOR_OWNED_TABLES,
-    OUT_OF_BAND_SURFACES,
-    USER_TABLE_TARGETS,
-    Match,
-    TableTarget,
-    actor_surfaces,
-)
+from apps.accounts.surface_kinds import Match, TableTarget
+from apps.accounts.surfaces import OPERATOR_OWNED_TABLES, USER_TABLE_TARGETS
 from kody.actors.base import actor_named
 from kody.blobs import buckets
 from kody.capabilities.secrecy import redacted_call

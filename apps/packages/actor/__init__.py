@@ -1,6 +1,6 @@
 """Per-user state of repo sessions: the RepoSessionIndex actor (SCHEMA.md §2.4)."""
 
-from apps.accounts.surfaces import ActorSurface, register_actor
+from apps.accounts.actor_surfaces import ActorSurface, register_actor
 from apps.packages.actor.index import RepoSessionIndex
 
 register_actor(
