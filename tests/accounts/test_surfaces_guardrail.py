@@ -224,7 +224,9 @@ def test_every_blob_key_builder_falls_under_a_declared_prefix():
     undeclared = sorted(
         name for name, key in built.items() if not any(f.match(key) for f in declared)
     )
-    assert undeclared == [], f"blob keys with no declared prefix in out_of_band_surfaces.py: {undeclared}"
+    assert undeclared == [], (
+        f"blob keys with no declared prefix in out_of_band_surfaces.py: {undeclared}"
+    )
 
 
 def test_every_declared_blob_prefix_is_built_somewhere():
