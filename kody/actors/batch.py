@@ -34,6 +34,8 @@ REFUSED = (OwnerMismatch, AccountDeleting, NoLiveAccount, LockOrderRefused)
 
 @dataclass
 class Group:
+    """One user's calls in a batch, in their order, with their positions in the batch."""
+
     user_id: str
     schema: str
     indexes: list[int] = field(default_factory=list)
