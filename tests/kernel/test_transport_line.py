@@ -294,7 +294,7 @@ def test_an_error_reply_raises_and_leaves_the_line_usable(private_redis):
 
 
 def test_a_blocking_wait_that_times_out_answers_none(private_redis):
-    reply = transport.push_andwait_until(0, "{}", "nobody-answers", 0.05)
+    reply = transport.push_and_wait(0, "{}", "nobody-answers", 0.05)
     assert reply is None
 
 
