@@ -14,7 +14,8 @@ from typing import Any
 from django.apps import apps
 from django.db import connection, models
 
-from apps.accounts.surfaces import USER_TABLE_TARGETS, Match, TableTarget
+from apps.accounts.surface_kinds import Match, TableTarget
+from apps.accounts.surfaces import USER_TABLE_TARGETS
 
 
 @dataclass(frozen=True)

@@ -1,73 +1,21 @@
-"""The one list of every user-owned storage surface.
+"""The one list of every user-owned table.
 
 Account deletion and export both read this module, and ``tests/accounts/test_surfaces_guardrail.py``
 introspects the migrated database and fails when a table with a user-ownership column
 (``user_id``, ``*_user_id``, ``owner_*``) is neither declared here nor named as operator-owned or
 global with a reason. Adding a model therefore forces a decision about deletion and export.
 
-Match kinds follow the original's data-targets list:
-
-* ``user_id`` — the listed text columns hold the owner's stable user id.
-* ``db_user_id`` — the listed integer column is a foreign key to ``users.id``.
-* ``user_columns`` — any of the listed stable-id columns makes the row the user's (social rows).
-* ``replace_user_column`` — the column names the user but the row is someone else's: on deletion
-  it is rewritten to ``deleted-user``; never exported.
-* ``null_user_column`` — as above, but cleared to NULL.
-* ``bucket_parent`` — a child table owned through its parent bucket (``parent``).
-* ``listing_child`` — rows hanging off the user's own community listings.
-* ``db_user_target`` — a text column holding ``str(users.id)``.
+A new table goes in one of the lists below: ``USER_TABLE_TARGETS`` (the user's rows, deleted
+and usually exported), ``OPERATOR_OWNED_TABLES``, ``GLOBAL_TABLES`` or ``KERNEL_TABLES`` (named
+with the reason they are not the user's). What each match kind means is in
+``apps.accounts.surface_kinds``. What lives outside these tables — blob prefixes, KV key
+families, vectors, per-user schemas — is declared in ``apps.accounts.out_of_band_surfaces``;
+the actors' export and purge hooks register in ``apps.accounts.actor_surfaces``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import StrEnum
-
-
-class Match(StrEnum):
-    USER_ID = "user_id"
-    DB_USER_ID = "db_user_id"
-    USER_COLUMNS = "user_columns"
-    REPLACE_USER_COLUMN = "replace_user_column"
-    NULL_USER_COLUMN = "null_user_column"
-    BUCKET_PARENT = "bucket_parent"
-    LISTING_CHILD = "listing_child"
-    DB_USER_TARGET = "db_user_target"
-
-
-DELETED_USER = "deleted-user"
-
-
-@dataclass(frozen=True)
-class TableTarget:
-    table: str
-    match: Match
-    columns: tuple[str, ...] = ("user_id",)
-    export: bool = True
-    # Credential-equivalent columns never leave the database in an export.
-    redact: tuple[str, ...] = ()
-    parent: str = ""
-    note: str = ""
-    # JSON columns that may name the owner anywhere inside (REPLACE_USER_COLUMN targets): the
-    # deletion rewrites the stable id in them too, as it does in ``columns``.
-    json_columns: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class ExcludedTable:
-    table: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class OutOfBandSurface:
-    """Actor schemas, blob prefixes, KV key schemes and vector namespaces."""
-
-    kind: str  # actor | blob_prefix | kv_prefix | repo_kv_prefix | listing_kv_prefix | vectors
-    name: str
-    export: bool
-    note: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
+from apps.accounts.surface_kinds import ExcludedTable, Match, TableTarget
 
 
 def _listing_child(table: str) -> TableTarget:
@@ -429,150 +377,6 @@ GLOBAL_TABLES: tuple[ExcludedTable, ...] = (
     ExcludedTable("system_email_graph_authority", "singleton authority marker for system mail"),
 )
 
-OUT_OF_BAND_SURFACES: tuple[OutOfBandSurface, ...] = (
-    # --- kernel ---------------------------------------------------------------------------
-    OutOfBandSurface(
-        "actor",
-        "user_schema",
-        export=False,
-        note="the user's per-user schema and its kody_user_schemas row; dropped by "
-        "kody.userschema.schemas.purge_schema after each actor app has exported its tables",
-    ),
-    OutOfBandSurface(
-        "actor",
-        "repo_session",
-        export=False,
-        note="RepoSession workspaces (a session's changed files, keyed by session id) are "
-        "ephemeral editing scratch, not portable: the repo_session_index section exports the "
-        "catalog, and the sources themselves are exported as artifact_repos",
-    ),
-    OutOfBandSurface(
-        "vectors",
-        "kody_vectors",
-        export=False,
-        note="derived from source rows, rebuilt by reindexing; kody.vectors.index."
-        "delete_all_for_user removes the user's namespace",
-    ),
-    # --- blob prefixes (``extra["bucket"]`` names the bucket; keys from kody.blobs.keys) --
-    OutOfBandSurface(
-        "blob_prefix",
-        "email-raw:v1:{userId}/",
-        export=True,
-        note="raw MIME of the user's messages; listed by Mailbox.blob_references, then the "
-        "prefix is swept (kody.blobs.purge_prefix) as defence in depth",
-        extra={"bucket": "email_blobs"},
-    ),
-    OutOfBandSurface(
-        "blob_prefix",
-        "email-attachment:v1:{userId}/",
-        export=True,
-        note="attachments stored outside the raw MIME",
-        extra={"bucket": "email_blobs"},
-    ),
-    OutOfBandSurface(
-        "blob_prefix",
-        "{userId}/",
-        export=True,
-        note="the user's avatars (user-avatars/{userId}/ inside community assets)",
-        extra={"bucket": "user_avatars"},
-    ),
-    OutOfBandSurface(
-        "blob_prefix",
-        "community-icon:v3/{listingId}/",
-        export=True,
-        note="icons of the user's own community listings (and older key versions)",
-        extra={"bucket": "community_assets", "scope": "community_listings.owner_user_id"},
-    ),
-    # Per-listing KV (BUNDLE_ARTIFACTS_KV): the public snapshot and the icon descriptors of
-    # each of the user's own listings, older descriptor versions included; not exported.
-    OutOfBandSurface(
-        "listing_kv_prefix",
-        "community-snapshot:v1:{listingId}",
-        export=False,
-        note="public listing snapshot (one key per listing)",
-    ),
-    *(
-        OutOfBandSurface(
-            "listing_kv_prefix",
-            f"derived-cache:v1:community-icon:{version}:{{listingId}}:",
-            export=False,
-            note="icon descriptors of the user's listings",
-        )
-        for version in ("v1", "v2", "v3")
-    ),
-    OutOfBandSurface(
-        "blob_prefix",
-        "identity-icon:v1/{repoId}/",
-        export=True,
-        note="identity icons of the user's repos",
-        extra={"bucket": "community_assets", "scope": "entity_sources.repo_id"},
-    ),
-    OutOfBandSurface(
-        "blob_prefix",
-        "{repoId}/",
-        export=False,
-        note="git objects and packs of the user's repos; exported as one git bundle per repo "
-        "(export_account's repos/) with refs in the artifact_repos section",
-        extra={"bucket": "source_repos", "scope": "entity_sources.repo_id"},
-    ),
-    # Per-source KV families (BUNDLE_ARTIFACTS_KV): derived from published git source, deleted
-    # for every entity_sources row of the user; not exported (the git bundles are the source).
-    OutOfBandSurface(
-        "repo_kv_prefix",
-        "source-snapshot:v1:{sourceId}:",
-        export=False,
-        note="published source snapshots",
-    ),
-    OutOfBandSurface(
-        "repo_kv_prefix",
-        "source-manifest-snapshot:v1:{sourceId}:",
-        export=False,
-        note="published manifest snapshots",
-    ),
-    OutOfBandSurface(
-        "repo_kv_prefix",
-        "bundle-artifact:v1:{sourceId}:",
-        export=False,
-        note="bundle artifacts (rows in published_bundle_artifacts)",
-    ),
-    OutOfBandSurface(
-        "repo_kv_prefix",
-        "derived-cache:v1:identity-icon:v1:{repoId}:",
-        export=False,
-        note="derived list-mark cache of the user's repos",
-    ),
-    OutOfBandSurface(
-        "blob_prefix",
-        "repo-session:{sessionId}/",
-        export=False,
-        note="ephemeral editing-session spill bytes; not portable, deleted with the session "
-        "(deletion lists the sessions from RepoSessionIndex.blob_prefixes, failing closed)",
-        extra={"bucket": "repo_session_blobs", "scope": "repo sessions of the user"},
-    ),
-    OutOfBandSurface(
-        "kv_prefix",
-        "package-retriever-manifest:v1:{userId}:",
-        export=False,
-        note="derived retriever index; kody.kv.store.delete_user_keys",
-    ),
-    OutOfBandSurface(
-        "kv_prefix",
-        "package-retriever-index-entry:v1:{userId}:",
-        export=False,
-        note="derived retriever index; kody.kv.store.delete_user_keys",
-    ),
-)
-
-
-# The actors' hooks (export, purge, blob references) live in ``actor_surfaces``; named here too.
-from apps.accounts.actor_surfaces import (  # noqa: E402, F401
-    _ACTOR_SURFACES,
-    EAGER_ACTOR_APPS,
-    ActorSurface,
-    actor_surfaces,
-    register_actor,
-)
-
 
 def target_tables() -> set[str]:
     return {target.table for target in USER_TABLE_TARGETS}
@@ -608,8 +412,3 @@ def declared_tables() -> set[str]:
         | {t.table for t in GLOBAL_TABLES}
         | {t.table for t in KERNEL_TABLES}
     )
-
-
-def declared_prefixes(kind: str) -> list[str]:
-    """Declared key families of ``kind`` (``blob_prefix`` or ``kv_prefix``), placeholders kept."""
-    return [surface.name for surface in OUT_OF_BAND_SURFACES if surface.kind == kind]

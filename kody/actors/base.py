@@ -228,10 +228,10 @@ class Planned(tuple):  # type: ignore[type-arg]
 def one_statement(plan: Any) -> Any:
     """Mark a method whose whole effect is one statement: ``plan(*args, **kwargs)`` builds it
     as a ``Planned`` (on the user's search path), or None when this call needs the method.
-    Calls of such methods take the one-statement path (``kody.actors.runtime``); a statement
-    that returns no row rolls the batch back and the methods run themselves. ``plan`` must be
-    a pure function of its arguments, and the method must do exactly what the statement does
-    when it returns a row — the simplest way is to run that same statement."""
+    Calls of such methods take the one-statement path (``kody.actors.one_statement_path``); a
+    statement that returns no row rolls the batch back and the methods run themselves.
+    ``plan`` must be a pure function of its arguments, and the method must do exactly what the
+    statement does when it returns a row — the simplest way is to run that same statement."""
 
     def mark(method: Any) -> Any:
         method.kody_statement = plan

@@ -88,7 +88,7 @@ _GUARD_FAILED = "22012"
 def guard() -> tuple[str, tuple[()]] | None:
     """The fence check as one statement that fails unless this consumer's epoch is still the
     shard's, locking the shard's row (``FOR UPDATE``) when it is: it can go out with the
-    batch's last writes and its COMMIT in one round trip (``kody.actors.runtime``), and an
+    batch's last writes and its COMMIT in one round trip (``kody.actors.records``), and an
     error there means the COMMIT never runs. Turn the error into FenceLost with :func:`lost`.
     None outside a shard consumer.
 

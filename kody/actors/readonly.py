@@ -29,8 +29,8 @@ from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections, transaction
 from django.db.utils import ProgrammingError
 
 from kody.actors.base import CallContext, actor_named, is_deletion_safe, method_of
+from kody.actors.batch import actor_timeouts
 from kody.actors.errors import OwnerMismatch, typed_timeout
-from kody.actors.runtime import actor_timeouts
 from kody.actors.wire import Call, Outcome
 from kody.errors import AccountDeleting
 from kody.userschema.accounts import NoLiveAccount

@@ -16,7 +16,7 @@ from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.test import override_settings
 
-from apps.accounts.surfaces import DELETED_USER
+from apps.accounts.surface_kinds import DELETED_USER
 from apps.packages.models import PackageCodemodRun
 from config.buckets import bucket_storages
 from tests.accounts.factories import UserFactory

@@ -16,7 +16,8 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from apps.accounts.export import service
-from apps.accounts.export.service import InvalidCursor, ObjectChanged
+from apps.accounts.export.blob_pages import ObjectChanged
+from apps.accounts.export.cursors import InvalidCursor
 from apps.accounts.models import AccessToken, User
 from apps.accounts.services import tokens
 from apps.entitlements.actor import UserMeter

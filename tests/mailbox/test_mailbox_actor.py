@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from apps.accounts.surfaces import actor_surfaces
+from apps.accounts.actor_surfaces import actor_surfaces
 from apps.mailbox.actor import Mailbox
 from apps.mailbox.errors import BlobUnavailable, InvalidBlobKey
 from apps.mailbox.models import EmailInboundDueOwner

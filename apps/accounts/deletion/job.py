@@ -14,7 +14,8 @@ failure or crash — every step is idempotent:
 3. ``billing``     settle Stripe (refund then cancel; ``stripe_settlement``);
 4. ``out_of_band`` blobs by reference (each actor's ``blob_references``), then the
                    prefixes actors list (``blob_prefixes``: repo session workspaces), then
-                   by owner prefix; KV families; vectors; each actor's ``purge``; the user schema;
+                   by owner prefix; KV families; vectors; each actor's ``purge``; the user schema
+                   (``apps.accounts.deletion.out_of_band``);
 5. ``database``    one transaction deleting or clearing every declared public row, users last;
 6. ``finish``      clear the kernel's tombstone (the same email may sign up again) and
                    forget the subject id on the job row.
@@ -39,7 +40,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,23 +47,17 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
+from apps.accounts.deletion import out_of_band
+from apps.accounts.deletion.report import StepReport
 from apps.accounts.models import AccountDeletion, DeletionStatus, User
 from apps.accounts.ownership import Owner, owned_rows, quote
-from apps.accounts.surfaces import (
-    DELETED_USER,
-    OUT_OF_BAND_SURFACES,
-    USER_TABLE_TARGETS,
-    Match,
-    TableTarget,
-    actor_surfaces,
-)
-from kody.actors.base import actor_named
+from apps.accounts.surface_kinds import DELETED_USER, Match, TableTarget
+from apps.accounts.surfaces import USER_TABLE_TARGETS
 from kody.errors import KodyError
 
 log = logging.getLogger(__name__)
 
 STEPS = ("mark", "drain", "billing", "out_of_band", "database", "finish")
-REF_PAGE = 500
 MAX_BACKOFF = timedelta(hours=6)
 RUN_LEASE = timedelta(minutes=15)
 
@@ -82,24 +76,6 @@ class DeletionInProgress(DeletionRetained):
 class WriteLeasesHeld(DeletionRetained):
     code = "write_leases_held"
     message = "A write is still in flight on this account; the deletion stopped before it."
-
-
-@dataclass
-class StepReport:
-    step: str
-    deleted: dict[str, int] = field(default_factory=dict)
-    updated: dict[str, int] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "deleted": self.deleted,
-            "updated": self.updated,
-            "warnings": self.warnings,
-            **({"info": self.info} if self.info else {}),
-        }
 
 
 # --- entry points ---------------------------------------------------------------------------
@@ -302,138 +278,6 @@ def _billing(deletion: AccountDeletion, owner: Owner, report: StepReport) -> Non
     report.warnings += [f"refund skipped: {item['reason']}" for item in settlement.skipped]
 
 
-def _out_of_band(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
-    from kody import blobs
-    from kody.kv import store
-    from kody.userschema.schemas import has_actor_state, purge_schema
-    from kody.vectors import index
-
-    surfaces = actor_surfaces() if deletion.result.get("actor_state", True) else {}
-    # An actor that never ran for this user has no tables (kody.userschema.tablesets): its
-    # hooks would create them only to find nothing, so they are skipped.
-    surfaces = {
-        name: surface
-        for name, surface in surfaces.items()
-        if has_actor_state(owner.stable_id, surface.actor)
-    }
-    # Blobs by reference, captured from each actor before its rows go.
-    removed = 0
-    for surface in surfaces.values():
-        if not surface.blob_references:
-            continue
-        actor = actor_named(surface.actor)
-        cursor = None
-        while True:
-            page = actor.call(
-                owner.stable_id, surface.blob_references, cursor=cursor, limit=REF_PAGE
-            )
-            # One batched delete per bucket and page (S3 DeleteObjects), not a request per blob.
-            by_bucket: dict[str, list[str]] = {}
-            for ref in page["references"]:
-                by_bucket.setdefault(ref["bucket"], []).append(ref["key"])
-            for name, keys in by_bucket.items():
-                blobs.delete_keys(name, keys)
-                removed += len(keys)
-            cursor = page.get("next_cursor")
-            if not cursor:
-                break
-    report.deleted["blobs_by_reference"] = removed
-    # Prefixes only an actor can list (repo session workspaces, keyed by session id): an
-    # inventory that cannot be read raises here and keeps the account (fail closed).
-    for surface in surfaces.values():
-        if not surface.blob_prefixes:
-            continue
-        listed = actor_named(surface.actor).call(owner.stable_id, surface.blob_prefixes)
-        for item in listed["prefixes"]:
-            counter = f"blob:{item['bucket']}:{surface.blob_prefixes}"
-            purged = blobs.purge_prefix(item["bucket"], item["prefix"])
-            report.deleted[counter] = report.deleted.get(counter, 0) + purged
-    # Then every owner prefix, as defence in depth (and for blobs no actor points at).
-    for surface in OUT_OF_BAND_SURFACES:
-        if surface.kind == "blob_prefix" and "{userId}" in surface.name:
-            prefix = surface.name.replace("{userId}", owner.stable_id)
-            report.deleted[f"blob:{surface.extra['bucket']}:{surface.name}"] = blobs.purge_prefix(
-                surface.extra["bucket"], prefix
-            )
-    for prefix, bucket in _listing_icon_prefixes(owner):
-        report.deleted.setdefault("blob:community_icons", 0)
-        report.deleted["blob:community_icons"] += blobs.purge_prefix(bucket, prefix)
-    report.deleted["kv:community_listings"] = sum(
-        store.delete_prefix(surface.name.replace("{listingId}", listing))
-        for listing in _listing_ids(owner)
-        for surface in OUT_OF_BAND_SURFACES
-        if surface.kind == "listing_kv_prefix"
-    )
-    _repo_sources_out_of_band(owner, report)
-    report.deleted["kv"] = store.delete_user_keys(owner.stable_id)
-    for surface in OUT_OF_BAND_SURFACES:
-        if surface.kind == "kv_prefix" and "{userId}" in surface.name:
-            report.deleted["kv"] += store.delete_prefix(
-                surface.name.replace("{userId}", owner.stable_id)
-            )
-    report.deleted["vectors"] = index.delete_all_for_user(owner.stable_id)
-    for surface in surfaces.values():
-        answer = actor_named(surface.actor).call(owner.stable_id, surface.purge)
-        counts = answer.get("deleted", {}) if isinstance(answer, dict) else {}
-        for table, count in counts.items():
-            report.deleted[f"{surface.actor}:{table}"] = int(count)
-    report.deleted["user_schema"] = int(purge_schema(owner.stable_id))
-
-
-def _repo_sources_out_of_band(owner: Owner, report: StepReport) -> None:
-    """Every repo of the user (``entity_sources``): its git packs and refs, identity icons and
-    the per-source KV families declared with ``{repoId}`` / ``{sourceId}``. Rerun-safe: the
-    rows that name the repos go only in the ``database`` step."""
-    from kody import blobs
-    from kody.kv import store
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, repo_id FROM entity_sources WHERE user_id = %s", [owner.stable_id]
-        )
-        repos = cursor.fetchall()
-    for counter in ("blob:source_repos", "kv:repo_sources", "source_repo_refs"):
-        report.deleted.setdefault(counter, 0)
-    for source_id, repo_id in repos:
-        for surface in OUT_OF_BAND_SURFACES:
-            if surface.kind == "blob_prefix" and "{repoId}" in surface.name:
-                prefix = surface.name.replace("{repoId}", repo_id)
-                report.deleted["blob:source_repos"] += blobs.purge_prefix(
-                    surface.extra["bucket"], prefix
-                )
-            elif surface.kind == "repo_kv_prefix":
-                prefix = surface.name.replace("{sourceId}", source_id).replace("{repoId}", repo_id)
-                report.deleted["kv:repo_sources"] += store.delete_prefix(prefix)
-        with connection.cursor() as cursor:
-            cursor.execute("DELETE FROM source_repo_refs WHERE repo_id = %s", [repo_id])
-            report.deleted["source_repo_refs"] += cursor.rowcount
-
-
-def _listing_ids(owner: Owner) -> list[str]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id FROM community_listings WHERE owner_user_id = %s", [owner.stable_id]
-        )
-        return [row[0] for row in cursor.fetchall()]
-
-
-def _listing_icon_prefixes(owner: Owner) -> list[tuple[str, str]]:
-    """``community-icon:v*/{listingId}/`` of the user's own listings and
-    ``identity-icon:v1/{repoId}/`` of the user's repos."""
-    with connection.cursor() as cursor:
-        # Identity icons hang off the user's repos (seed: every entity_sources.repo_id).
-        cursor.execute("SELECT repo_id FROM entity_sources WHERE user_id = %s", [owner.stable_id])
-        repo_ids = [row[0] for row in cursor.fetchall()]
-    prefixes = []
-    for listing in _listing_ids(owner):
-        for version in ("v1", "v2", "v3"):
-            prefixes.append((f"community-icon:{version}/{listing}/", "community_assets"))
-    for repo in repo_ids:
-        if repo and "/" not in repo:
-            prefixes.append((f"identity-icon:v1/{repo}/", "community_assets"))
-    return prefixes
-
-
 def _database(deletion: AccountDeletion, owner: Owner, report: StepReport) -> None:
     with transaction.atomic(), connection.cursor() as cursor:
         for target in USER_TABLE_TARGETS:
@@ -491,7 +335,7 @@ STEP_FUNCTIONS: dict[str, Callable[[AccountDeletion, Owner, StepReport], None]] 
     "mark": _mark,
     "drain": _drain,
     "billing": _billing,
-    "out_of_band": _out_of_band,
+    "out_of_band": out_of_band.step,
     "database": _database,
     "finish": _finish,
 }

@@ -45,7 +45,7 @@ from apps.accounts.export.trust import (
 from apps.accounts.importing import ImportContext
 from apps.accounts.models import User
 from apps.accounts.ownership import model_for_table
-from apps.accounts.surfaces import TableTarget
+from apps.accounts.surface_kinds import TableTarget
 from kody import blobs
 from kody.actors.base import actor_named
 from kody.errors import KodyError

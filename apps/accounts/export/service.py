@@ -7,30 +7,32 @@ Sections (the seed's names):
 * one section per exported actor (``ActorSurface.export_section``, e.g. ``user_meter``) — the
   actor's own ``export_pages`` hook, called through the actor layer.
 * ``r2_object`` — the user's blobs under their owner prefixes (mail, avatars, and the icons of
-  their own community listings and repos), one ≤ 256 KiB base64 chunk per page; the cursor
-  binds bucket, key, size and version, so an object that changed between pages is reported
-  (``object_changed``) instead of mixing generations.
+  their own community listings and repos), one ≤ 256 KiB base64 chunk per page
+  (``apps.accounts.export.blob_pages``); the cursor binds bucket, key, size and version, so an
+  object that changed between pages is reported (``object_changed``) instead of mixing
+  generations.
 * ``durable_object_summaries`` — one page summarising every per-user actor (the original's
   Durable Objects): whether the user has state in it, and in which section it is exported or
   why it is not.
 
-Every cursor is signed and bound to the user and the section: another user's cursor, or one
-from another section, is refused with ``invalid_cursor``.
+Every cursor is signed and bound to the user and the section (``cursors``): another user's
+cursor, or one from another section, is refused with ``invalid_cursor``.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from typing import Any
 
-from django.core import signing
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 
+from apps.accounts.actor_surfaces import actor_surfaces
+from apps.accounts.export.blob_pages import R2_CHUNK_BYTES, blob_page, blob_prefixes
+from apps.accounts.export.cursors import seal, unseal
+from apps.accounts.out_of_band_surfaces import OUT_OF_BAND_SURFACES
 from apps.accounts.ownership import (
     Owner,
     json_column_names,
@@ -39,44 +41,18 @@ from apps.accounts.ownership import (
     quote,
     table_columns,
 )
-from apps.accounts.surfaces import (
-    OPERATOR_OWNED_TABLES,
-    OUT_OF_BAND_SURFACES,
-    USER_TABLE_TARGETS,
-    Match,
-    TableTarget,
-    actor_surfaces,
-)
+from apps.accounts.surface_kinds import Match, TableTarget
+from apps.accounts.surfaces import OPERATOR_OWNED_TABLES, USER_TABLE_TARGETS
 from kody.actors.base import actor_named
 from kody.blobs import buckets
 from kody.capabilities.secrecy import redacted_call
-from kody.errors import BadRequest, KodyError, NotFound
+from kody.errors import BadRequest, NotFound
 from kody.userschema.schemas import has_actor_state
 
 SCHEMA_VERSION = 1
 PAGE_MAX = 500
-R2_CHUNK_BYTES = 256 * 1024
 REDACTED = "[redacted]"
 SUMMARIES = "durable_object_summaries"
-_SALT = "kody.account-export.v1"
-
-
-class InvalidCursor(KodyError):
-    code = "invalid_cursor"
-    status = 400
-    message = "The cursor is not valid for this account and section; restart the section."
-
-
-class ObjectChanged(KodyError):
-    code = "object_changed"
-    status = 409
-    message = "The object changed between pages; restart it from the beginning."
-
-
-@dataclass(frozen=True)
-class BlobPrefix:
-    bucket: str
-    prefix: str
 
 
 def owner_of(user: Any) -> Owner:
@@ -100,43 +76,6 @@ def _table_target(table: str) -> TableTarget:
         if target.table == table:
             return target
     raise NotFound(f"{table!r} is not an exported table", details={"table": table})
-
-
-# Placeholders of exported blob prefixes scoped by a row rather than the user: each is filled
-# from the user's own rows (table, id column, owner column), as deletion finds them.
-SCOPED_PLACEHOLDERS = {
-    "{listingId}": ("community_listings", "id", "owner_user_id"),
-    "{repoId}": ("entity_sources", "repo_id", "user_id"),
-}
-
-
-def blob_prefixes(owner: Owner) -> list[BlobPrefix]:
-    """The owner's blob prefixes declared in ``surfaces.py``, placeholders filled in: the
-    user's id, or the ids of the user's own listings and repos."""
-    prefixes = []
-    for surface in OUT_OF_BAND_SURFACES:
-        if surface.kind != "blob_prefix" or not surface.export:
-            continue
-        bucket = surface.extra["bucket"]
-        if "{userId}" in surface.name:
-            prefixes.append(BlobPrefix(bucket, surface.name.replace("{userId}", owner.stable_id)))
-            continue
-        for placeholder, (table, column, owner_column) in SCOPED_PLACEHOLDERS.items():
-            if placeholder in surface.name:
-                for value in _owned_ids(table, column, owner_column, owner):
-                    prefixes.append(BlobPrefix(bucket, surface.name.replace(placeholder, value)))
-    return prefixes
-
-
-def _owned_ids(table: str, column: str, owner_column: str, owner: Owner) -> list[str]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {quote(column)} FROM {quote(table)} WHERE {quote(owner_column)} = %s"
-            f" ORDER BY {quote(column)}",
-            [owner.stable_id],
-        )
-        # An id with a slash could widen the prefix past its own objects: never list by it.
-        return [row[0] for row in cursor.fetchall() if row[0] and "/" not in row[0]]
 
 
 def actor_sections() -> dict[str, Any]:
@@ -239,7 +178,7 @@ def section(
             raise BadRequest("section d1_table needs a table", details={"field": "table"})
         return _table_page(owner, _table_target(table), cursor, limit)
     if name == "r2_object":
-        return _blob_page(owner, cursor)
+        return blob_page(owner, cursor)
     if name == SUMMARIES:
         return durable_object_summaries(owner)
     if name == "artifact_repos":
@@ -252,25 +191,9 @@ def section(
     return _actor_page(owner, name, surface, cursor, limit)
 
 
-def _seal(owner: Owner, section_name: str, position: Any) -> str:
-    return signing.dumps({"u": owner.stable_id, "s": section_name, "p": position}, salt=_SALT)
-
-
-def _open(owner: Owner, section_name: str, token: str | None) -> Any:
-    if not token:
-        return None
-    try:
-        data = signing.loads(token, salt=_SALT)
-    except signing.BadSignature as exc:
-        raise InvalidCursor() from exc
-    if data.get("u") != owner.stable_id or data.get("s") != section_name:
-        raise InvalidCursor()
-    return data.get("p")
-
-
 def _table_page(owner: Owner, target: TableTarget, cursor: str | None, limit: int) -> dict:
     section_name = f"d1_table:{target.table}"
-    after = _open(owner, section_name, cursor)
+    after = unseal(owner, section_name, cursor)
     key = key_column(target.table)
     hidden = set(_redacted_columns(target))
     columns = [c for c in table_columns(target.table) if c not in hidden]
@@ -297,7 +220,7 @@ def _table_page(owner: Owner, target: TableTarget, cursor: str | None, limit: in
         _mask_other_parties(target, owner, row)
         for column in json_columns & row.keys():
             row[column] = _redacted_calls(row[column])
-    next_cursor = _seal(owner, section_name, _plain(rows[-1][key])) if more else None
+    next_cursor = seal(owner, section_name, _plain(rows[-1][key])) if more else None
     return {
         "section": "d1_table",
         "table": target.table,
@@ -329,7 +252,7 @@ def _oauth_grants_page(owner: Owner, cursor: str | None, limit: int) -> dict:
     """OAuth grant metadata only (seed: ``oauthGrants``): client, scopes, times, never a token."""
     from apps.accounts.oauth.grants import export_rows
 
-    after = _open(owner, "oauth_grants", cursor) or 0
+    after = unseal(owner, "oauth_grants", cursor) or 0
     rows = export_rows(owner.db_id, after=int(after), limit=limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
@@ -339,7 +262,7 @@ def _oauth_grants_page(owner: Owner, cursor: str | None, limit: int) -> dict:
     return {
         "section": "oauth_grants",
         "page": {"grants": rows},
-        "nextCursor": _seal(owner, "oauth_grants", last) if more else None,
+        "nextCursor": seal(owner, "oauth_grants", last) if more else None,
     }
 
 
@@ -370,7 +293,7 @@ def durable_object_summaries(owner: Owner) -> dict[str, Any]:
 
 
 def _actor_page(owner: Owner, name: str, surface: Any, cursor: str | None, limit: int) -> dict:
-    inner = _open(owner, name, cursor)
+    inner = unseal(owner, name, cursor)
     if not has_actor_state(owner.stable_id, surface.actor):
         # The actor never ran for this user: its tables do not exist, and calling it would
         # create them only to read nothing (kody.userschema.tablesets).
@@ -382,14 +305,14 @@ def _actor_page(owner: Owner, name: str, surface: Any, cursor: str | None, limit
         "section": name,
         "actor": surface.actor,
         "page": page,
-        "nextCursor": _seal(owner, name, inner_next) if inner_next else None,
+        "nextCursor": seal(owner, name, inner_next) if inner_next else None,
     }
 
 
 def _artifact_repos_page(owner: Owner, cursor: str | None, limit: int) -> dict:
     """The owner's repo pointers (``entity_sources``) with each repo's refs; ``export_account``
     writes the objects beside them as ``repos/<sourceId>.bundle``."""
-    after = _open(owner, "artifact_repos", cursor) or ""
+    after = unseal(owner, "artifact_repos", cursor) or ""
     with connection.cursor() as db:
         db.execute(
             "SELECT id, entity_kind, entity_id, repo_id, published_commit, indexed_commit,"
@@ -425,69 +348,8 @@ def _artifact_repos_page(owner: Owner, cursor: str | None, limit: int) -> dict:
     return {
         "section": "artifact_repos",
         "rows": rows,
-        "nextCursor": _seal(owner, "artifact_repos", rows[-1]["sourceId"]) if more else None,
+        "nextCursor": seal(owner, "artifact_repos", rows[-1]["sourceId"]) if more else None,
     }
-
-
-def iter_blobs(owner: Owner) -> Iterator[tuple[str, str]]:
-    for prefix in blob_prefixes(owner):
-        for key in sorted(buckets.list_prefix(prefix.bucket, prefix.prefix)):
-            yield prefix.bucket, key
-
-
-def _blob_page(owner: Owner, cursor: str | None) -> dict:
-    """One chunk of one object; objects in (bucket, key) order, chunks by offset."""
-    position = _open(owner, "r2_object", cursor)
-    if position is None:
-        first = next(iter_blobs(owner), None)
-        if first is None:
-            return {"section": "r2_object", "object": None, "nextCursor": None}
-        bucket, key = first
-        offset, version = 0, None
-    else:
-        bucket, key, offset, version = position
-        if not _is_owned(owner, bucket, key):
-            raise InvalidCursor()
-    try:
-        size, current = buckets.object_version(bucket, key)
-    except FileNotFoundError:
-        return {
-            "section": "r2_object",
-            "object": {"bucket": bucket, "key": key, "missing": True},
-            "nextCursor": _next_object(owner, bucket, key),
-        }
-    if version is not None and version != [size, current]:
-        raise ObjectChanged(details={"bucket": bucket, "key": key})
-    data = buckets.read_range(bucket, key, offset, R2_CHUNK_BYTES)
-    end = offset + len(data)
-    if end < size:
-        next_cursor = _seal(owner, "r2_object", [bucket, key, end, [size, current]])
-    else:
-        next_cursor = _next_object(owner, bucket, key)
-    return {
-        "section": "r2_object",
-        "object": {
-            "bucket": bucket,
-            "key": key,
-            "size": size,
-            "version": current,
-            "offset": offset,
-            "final": end >= size,
-            "chunk": base64.b64encode(data).decode("ascii"),
-        },
-        "nextCursor": next_cursor,
-    }
-
-
-def _next_object(owner: Owner, bucket: str, key: str) -> str | None:
-    for candidate in iter_blobs(owner):
-        if candidate > (bucket, key):
-            return _seal(owner, "r2_object", [candidate[0], candidate[1], 0, None])
-    return None
-
-
-def _is_owned(owner: Owner, bucket: str, key: str) -> bool:
-    return any(p.bucket == bucket and key.startswith(p.prefix) for p in blob_prefixes(owner))
 
 
 def _plain(value: Any) -> Any:

@@ -38,7 +38,8 @@ from apps.accounts.export.service import REDACTED
 from apps.accounts.importing import ImportContext, rule_for
 from apps.accounts.models import User
 from apps.accounts.ownership import model_for_table
-from apps.accounts.surfaces import USER_TABLE_TARGETS, Match, TableTarget
+from apps.accounts.surface_kinds import Match, TableTarget
+from apps.accounts.surfaces import USER_TABLE_TARGETS
 
 # Tables whose rows are never imported, with the reason the command prints.
 NOT_IMPORTED = {

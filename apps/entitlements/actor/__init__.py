@@ -1,6 +1,6 @@
 """Per-user state of entitlements: the UserMeter and the StripePlanRefresh alarm."""
 
-from apps.accounts.surfaces import ActorSurface, register_actor
+from apps.accounts.actor_surfaces import ActorSurface, register_actor
 from apps.entitlements.actor import upgrades as _upgrades  # noqa: F401  (registers steps)
 from apps.entitlements.actor.meter import RESOURCES, USER_METER_VERSION, UnknownResource, UserMeter
 from apps.entitlements.actor.stripe_refresh import StripePlanRefresh

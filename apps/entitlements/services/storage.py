@@ -20,7 +20,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from apps.accounts import surfaces
-from apps.accounts.surfaces import Match, TableTarget
+from apps.accounts.surface_kinds import Match, TableTarget
 
 # Platform-generated rows that describe the user rather than hold their data.
 NOT_PAYLOAD = frozenset(

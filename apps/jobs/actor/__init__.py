@@ -1,6 +1,6 @@
 """Per-user state of jobs: the JobManager, RunLog and StorageRunner actors."""
 
-from apps.accounts.surfaces import ActorSurface, register_actor
+from apps.accounts.actor_surfaces import ActorSurface, register_actor
 from apps.jobs.actor.manager import JobManager
 from apps.jobs.actor.runlog import RunLog
 from apps.jobs.actor.storage import StorageRunner

@@ -1,6 +1,6 @@
 """Per-user state of email: the Mailbox actor (SCHEMA.md §2.2)."""
 
-from apps.accounts.surfaces import ActorSurface, register_actor
+from apps.accounts.actor_surfaces import ActorSurface, register_actor
 from apps.mailbox.actor.mailbox import Mailbox
 from apps.mailbox.actor.models import MAILBOX_SCHEMA, MAILBOX_VERSION
 

@@ -1,7 +1,7 @@
 """Per-user actors of the packages app: RepoSessionIndex (repo sessions, SCHEMA.md §2.4),
 McpClientHub (remote MCP servers) and RemoteConnectorSession (remote connectors)."""
 
-from apps.accounts.surfaces import ActorSurface, register_actor
+from apps.accounts.actor_surfaces import ActorSurface, register_actor
 from apps.packages.actor.connector import RemoteConnectorSession
 from apps.packages.actor.index import RepoSessionIndex
 from apps.packages.actor.mcp_hub import McpClientHub
