@@ -48,7 +48,9 @@ def perform(
     max_bytes: int,
     timeout: float,
     resolve: Callable[[str, int], list[str]] = resolve_checked,
+    follow_redirects: bool = True,
 ) -> Response:
+    """Send ``request``; with ``follow_redirects=False`` a 3xx is answered as it came."""
     method = request.method.upper()
     if method not in METHODS:
         raise FetchRefused(f"method {method!r} is not allowed")
@@ -57,7 +59,7 @@ def perform(
     for _ in range(MAX_REDIRECTS + 1):
         response = _once(method, url, headers, body, max_bytes, deadline, resolve)
         location = response.headers.get("location")
-        if response.status not in REDIRECT_STATUSES or not location:
+        if not follow_redirects or response.status not in REDIRECT_STATUSES or not location:
             return response
         url = urljoin(url, location)
         if response.status == 303 or (response.status in (301, 302) and method == "POST"):
