@@ -409,6 +409,7 @@ GLOBAL_TABLES: tuple[ExcludedTable, ...] = (
         "repo_session_storage_bucket_cursor",
         "platform-owned singleton keyset cursor of the repo-session storage sweep",
     ),
+    ExcludedTable("integration_providers", "operator-curated registry of known OAuth providers"),
     # --- mailbox --------------------------------------------------------------------------
     ExcludedTable(
         "email_user_graph_authority",

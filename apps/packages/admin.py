@@ -282,3 +282,7 @@ class RepoSessionStorageBucketCursorAdmin(ReadOnlyModelAdmin):
 class VectorEmbedFingerprintAdmin(ReadOnlyModelAdmin):
     list_display = ("vector_id", "user_id", "updated_at")
     search_fields = ("user_id", "vector_id")
+
+
+# Platform apps, provider marks and the provider registry live in their own module.
+from apps.packages import integration_admin  # noqa: E402, F401

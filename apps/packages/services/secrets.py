@@ -182,7 +182,9 @@ def sealed_fingerprint(user_id: str, name: str) -> str:
     Lets a caller tell whether someone replaced the value while it waited on a lock."""
     return (
         SecretEntry.objects.filter(
-            bucket__user_id=user_id, bucket__scope=SecretScope.USER, bucket__binding_key="",
+            bucket__user_id=user_id,
+            bucket__scope=SecretScope.USER,
+            bucket__binding_key="",
             name=name,
         )
         .values_list("encrypted_value", flat=True)
@@ -196,7 +198,9 @@ def delete_managed(user_id: str, names: Sequence[str]) -> int:
     if not names:
         return 0
     deleted, _ = SecretEntry.objects.filter(
-        bucket__user_id=user_id, bucket__scope=SecretScope.USER, bucket__binding_key="",
+        bucket__user_id=user_id,
+        bucket__scope=SecretScope.USER,
+        bucket__binding_key="",
         name__in=names,
     ).delete()
     return deleted

@@ -73,7 +73,7 @@ def view(user_id: str, row: UserIntegration) -> dict[str, Any]:
         "status": "connected" if connected else "pending",
         "accessTokenSecret": row.access_token_secret_name or None,
         "refreshTokenSecret": row.refresh_token_secret_name or None,
-        "placeholder": "{{secret:%s}}" % row.access_token_secret_name if connected else None,
+        "placeholder": f"{{{{secret:{row.access_token_secret_name}}}}}" if connected else None,
         "accessTokenExpiresAt": expires.isoformat() if expires else None,
         "connectedAt": row.connected_at.isoformat() if row.connected_at else None,
         "tokenRefreshedAt": row.token_refreshed_at.isoformat() if row.token_refreshed_at else None,
@@ -148,9 +148,13 @@ def plan(user_id: str, fields: Mapping[str, Any]) -> Plan:
 
 def _owned(user_id: str, package_ids: Any) -> list[str]:
     if not isinstance(package_ids, list) or not all(isinstance(p, str) for p in package_ids):
-        raise InvalidInput("allowedPackages must be saved package ids.", details={"field": "allowedPackages"})
+        raise InvalidInput(
+            "allowedPackages must be saved package ids.", details={"field": "allowedPackages"}
+        )
     owned = set(
-        SavedPackage.objects.filter(user_id=user_id, id__in=package_ids).values_list("id", flat=True)
+        SavedPackage.objects.filter(user_id=user_id, id__in=package_ids).values_list(
+            "id", flat=True
+        )
     )
     missing = sorted(set(package_ids) - owned)
     if missing:

@@ -151,7 +151,9 @@ def rotate_credentials(
             raise AppNotFound(details={"appSlug": slug})
         if client_id is not None:
             if not client_id or len(client_id) > 512:
-                raise InvalidInput("clientId must be a non-empty string.", details={"field": "clientId"})
+                raise InvalidInput(
+                    "clientId must be a non-empty string.", details={"field": "clientId"}
+                )
             app.client_id = client_id
         if client_secret is not None:
             _seal(user_id, app, _secret(client_secret))

@@ -239,18 +239,27 @@ def _store_logo(app: PlatformOAuthApp, encoded: Any) -> None:
         raw = base64.b64decode(str(encoded), validate=True)
     except (binascii.Error, ValueError):
         raise InvalidInput("logo must be base64 image bytes.", details={"field": "logo"}) from None
+    app.logo_key = store_image(logo_prefix(app.slug), raw)
+    app.logo_content_type = "image/webp"
+    app.save(update_fields=["logo_key", "logo_content_type", "updated_at"])
+
+
+def mark_prefix(slug: str) -> str:
+    return f"platform-provider-marks/{slug}/"
+
+
+def store_image(prefix: str, raw: bytes) -> str:
+    """Fit ``raw`` to a 256 px WebP under ``prefix`` (replacing what was there); its key."""
     fitted = _fit(raw) if len(raw) <= MAX_LOGO_BYTES else None
     if fitted is None:
         raise InvalidInput(
             f"logo must be a PNG, JPEG or WebP image of at most {MAX_LOGO_BYTES} bytes.",
             details={"field": "logo"},
         )
-    key = f"{logo_prefix(app.slug)}{hashlib.sha256(fitted).hexdigest()[:32]}.webp"
-    storage = bucket(LOGO_BUCKET)
-    purge_prefix(LOGO_BUCKET, logo_prefix(app.slug))
-    storage.save(key, ContentFile(fitted))
-    app.logo_key, app.logo_content_type = key, "image/webp"
-    app.save(update_fields=["logo_key", "logo_content_type", "updated_at"])
+    key = f"{prefix}{hashlib.sha256(fitted).hexdigest()[:32]}.webp"
+    purge_prefix(LOGO_BUCKET, prefix)
+    bucket(LOGO_BUCKET).save(key, ContentFile(fitted))
+    return key
 
 
 def read_logo(slug: str) -> bytes | None:

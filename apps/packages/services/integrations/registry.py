@@ -89,7 +89,9 @@ def known(needle: str) -> IntegrationProvider | None:
         return None
     for row in IntegrationProvider.objects.filter(enabled=True).order_by("slug"):
         names = {row.slug, *(a.lower() for a in row.aliases_json)}
-        names |= {rules.host_of(u) for u in (row.authorize_url, row.token_url, row.api_base_url) if u}
+        names |= {
+            rules.host_of(u) for u in (row.authorize_url, row.token_url, row.api_base_url) if u
+        }
         names |= set(row.required_hosts_json)
         if needle in names:
             return row

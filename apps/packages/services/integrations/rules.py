@@ -16,7 +16,9 @@ SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 # /account/integrations/<name>: the literal sub-paths of that page are not names.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 RESERVED_NAMES = frozenset({"apps", "callback", "openapi", "new", "registry"})
-HOST_RE = re.compile(r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?)*$")
+HOST_RE = re.compile(
+    r"^(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,62}[a-z0-9])?)*$"
+)
 SEPARATORS = (" ", ",", "+", ";")
 # Authorize parameters the flow sets itself; an app's extra parameters may not replace them.
 PROTECTED_PARAMS = frozenset(
@@ -92,7 +94,9 @@ def scopes(values: Any, field: str = "scopes") -> list[str]:
     out: list[str] = []
     for value in values:
         if not isinstance(value, str) or not value or len(value) > 200 or value != value.strip():
-            raise InvalidInput(f"{field} holds an empty or malformed scope.", details={"field": field})
+            raise InvalidInput(
+                f"{field} holds an empty or malformed scope.", details={"field": field}
+            )
         if value not in out:
             out.append(value)
     return out
@@ -105,7 +109,12 @@ def extra_params(value: Any, field: str = "extraAuthorizeParams") -> dict[str, s
         raise InvalidInput(f"{field} must be an object of strings.", details={"field": field})
     out: dict[str, str] = {}
     for key, item in value.items():
-        if not isinstance(key, str) or not isinstance(item, str) or len(key) > 100 or len(item) > 500:
+        if (
+            not isinstance(key, str)
+            or not isinstance(item, str)
+            or len(key) > 100
+            or len(item) > 500
+        ):
             raise InvalidInput(f"{field} must be an object of strings.", details={"field": field})
         if key in PROTECTED_PARAMS:
             raise InvalidInput(

@@ -110,7 +110,9 @@ def refresh_fingerprint(user_id: str, integration: UserIntegration) -> str:
 def token_expiry(user_id: str, integration: UserIntegration) -> Any:
     """When the stored access token expires (None: unknown or never)."""
     entry = SecretEntry.objects.filter(
-        bucket__user_id=user_id, bucket__scope="user", bucket__binding_key="",
+        bucket__user_id=user_id,
+        bucket__scope="user",
+        bucket__binding_key="",
         name=integration.access_token_secret_name,
     ).first()
     return entry.expires_at if entry is not None else None
