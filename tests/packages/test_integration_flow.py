@@ -87,9 +87,7 @@ def test_the_client_secret_is_a_secret_without_hosts_and_never_comes_back(
     entry = stored(owner, "oauth-app.fake.client_secret")
     assert entry.allowed_hosts == []
     with pytest.raises(secrets.SecretNotGranted):
-        secrets.resolve_for_use(
-            owner.stable_user_id, entry.name, package_id=None, host="127.0.0.1"
-        )
+        secrets.resolve_for_use(owner.stable_user_id, entry.name, package_id=None, host="127.0.0.1")
 
 
 def test_a_pkce_public_app_sends_a_s256_challenge_and_the_verifier(
@@ -262,9 +260,7 @@ def test_plain_http_endpoints_are_refused_at_save(as_owner, settings):
     assert error["details"]["field"] == "authorizeUrl"
 
 
-def test_deleting_an_integration_deletes_its_token_secrets(
-    as_owner, owner, owner_client, provider
-):
+def test_deleting_an_integration_deletes_its_token_secrets(as_owner, owner, owner_client, provider):
     connect(as_owner, owner_client, name="fake", app=byo_app(provider), requiredHosts=["x.test"])
     assert as_owner.call("integrationDelete", name="fake") == {"deleted": True, "name": "fake"}
     assert not SecretEntry.objects.filter(name__startswith="integration.fake.").exists()
