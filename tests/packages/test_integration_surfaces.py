@@ -80,7 +80,7 @@ USER_CAPABILITIES = {
 }
 
 
-def test_the_integrations_domain_is_exactly_the_issues_capabilities():
+def test_the_integrations_domain_holds_the_issues_capabilities():
     declared = {c.name for c in all_capabilities() if c.domain == "integrations"}
     assert USER_CAPABILITIES <= declared
 
