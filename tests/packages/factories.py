@@ -71,6 +71,14 @@ SecretProviderGrantFactory = _factory(
     package_id="pkg-2",
     ref="db/password",
 )
+IntegrationProviderFactory = _factory(
+    p.IntegrationProvider,
+    slug="acme",
+    label="Acme",
+    authorize_url="https://acme.example/oauth/authorize",
+    token_url="https://acme.example/oauth/token",
+    required_hosts_json=["api.acme.example"],
+)
 UserOauthAppFactory = _factory(
     p.UserOauthApp,
     user_id=ALICE,

@@ -167,12 +167,13 @@ def delete_app(user_id: str, slug: str) -> None:
         app = get_app(user_id, slug)
         if UserIntegration.objects.filter(user_id=user_id, app_slug=slug).exists():
             raise AppInUse(details={"appSlug": slug})
-        secrets.delete_managed(user_id, [app.client_secret_secret_name])
+        secrets.delete_managed(user_id, [client_secret_name(app.slug)])
         app.delete()
 
 
 def as_oauth_app(user_id: str, app: UserOauthApp) -> OAuthApp:
-    name = app.client_secret_secret_name
+    # The name derived from the slug, never the stored pointer (see tokens.read_access_token).
+    name = client_secret_name(app.slug) if app.client_secret_secret_name else ""
     return OAuthApp(
         kind="user",
         slug=app.slug,

@@ -94,17 +94,19 @@ def read_access_token(user_id: str, name: str) -> str | None:
     row = UserIntegration.objects.filter(user_id=user_id, name=name).first()
     if row is None or not row.access_token_secret_name:
         return None
-    return secrets.read_managed(user_id, row.access_token_secret_name)
+    # Always the name derived from the integration, never the stored pointer: a row (an
+    # imported one, say) naming some other secret must not make Kody send that secret.
+    return secrets.read_managed(user_id, access_secret_name(row.name))
 
 
 def read_refresh_token(user_id: str, integration: UserIntegration) -> str | None:
     if not integration.refresh_token_secret_name:
         return None
-    return secrets.read_managed(user_id, integration.refresh_token_secret_name)
+    return secrets.read_managed(user_id, refresh_secret_name(integration.name))
 
 
 def refresh_fingerprint(user_id: str, integration: UserIntegration) -> str:
-    return secrets.sealed_fingerprint(user_id, integration.refresh_token_secret_name)
+    return secrets.sealed_fingerprint(user_id, refresh_secret_name(integration.name))
 
 
 def token_expiry(user_id: str, integration: UserIntegration) -> Any:
@@ -113,12 +115,12 @@ def token_expiry(user_id: str, integration: UserIntegration) -> Any:
         bucket__user_id=user_id,
         bucket__scope="user",
         bucket__binding_key="",
-        name=integration.access_token_secret_name,
+        name=access_secret_name(integration.name),
     ).first()
     return entry.expires_at if entry is not None else None
 
 
 def drop_tokens(user_id: str, integration: UserIntegration) -> int:
     return secrets.delete_managed(
-        user_id, [integration.access_token_secret_name, integration.refresh_token_secret_name]
+        user_id, [access_secret_name(integration.name), refresh_secret_name(integration.name)]
     )
