@@ -9,11 +9,16 @@ import base64
 import io
 
 import pytest
+from django.conf import settings as django_settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import override_settings
 from PIL import Image
 
+from apps.accounts.importing import rule_for
 from apps.accounts.models import PlatformOAuthApp
 from apps.packages.models import IntegrationProvider, UserIntegration, UserOauthApp
 from apps.packages.services import crypto
+from config.buckets import bucket_storages
 from kody.capabilities import all_capabilities
 from tests.fakes.oauth_provider import OAuthProviderFake
 from tests.packages.conftest import Agent
@@ -27,6 +32,13 @@ def fresh_keyring():
     crypto.keyring.cache_clear()
     yield
     crypto.keyring.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def fs_buckets(tmp_path):
+    conf = bucket_storages(use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path)
+    with override_settings(STORAGES={**django_settings.STORAGES, **conf}):
+        yield tmp_path
 
 
 @pytest.fixture
@@ -308,3 +320,64 @@ def test_discover_reads_rfc8414_metadata_from_a_url(as_owner, provider):
 def test_discover_refuses_internal_addresses(as_owner, url):
     error = as_owner.error("integrationDiscover", 422, url=url)
     assert error["code"] == "invalid_input"
+
+
+# --- Django admin ---------------------------------------------------------------------------
+
+
+def upload(name: str) -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, base64.b64decode(png()), content_type="image/png")
+
+
+def test_the_admin_form_seals_the_client_secret_and_fits_the_logo(operator_client, client):
+    response = operator_client.post(
+        "/admin/accounts/platformoauthapp/add/",
+        {
+            "slug": "adminhub",
+            "provider": "fake",
+            "client_id": "cid",
+            "client_secret": "admin-typed-secret",
+            "authorize_url": "https://provider.example/authorize",
+            "token_url": "https://provider.example/token",
+            "flow": "confidential",
+            "enabled": "on",
+            "extra_authorize_params_json": "{}",
+            "allowed_scopes_json": "[]",
+            "default_scopes_json": "[]",
+            "required_hosts_json": '["api.provider.example"]',
+            "logo_upload": upload("logo.png"),
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    app = PlatformOAuthApp.objects.get(slug="adminhub")
+    assert app.client_secret_encrypted and "admin-typed-secret" not in app.client_secret_encrypted
+    assert app.logo_key.startswith("platform-oauth-app-logos/adminhub/")
+    assert client.get("/integrations/logos/adminhub")["Content-Type"] == "image/webp"
+    page = operator_client.get(f"/admin/accounts/platformoauthapp/{app.slug}/change/")
+    assert page.status_code == 200 and app.client_secret_encrypted not in page.content.decode()
+
+
+def test_the_admin_uploads_a_provider_mark_the_registry_shows(operator_client, client, as_owner):
+    response = operator_client.post(
+        "/admin/accounts/platformprovidermark/add/",
+        {"slug": "github", "label": "GitHub", "aliases_json": "[]", "logo_upload": upload("m.png")},
+    )
+    assert response.status_code == 302
+    found = as_owner.call("integrationRegistrySearch", query="github")["providers"]
+    assert found[0]["logoUrl"] == "/integrations/marks/github"
+    assert client.get("/integrations/marks/github").status_code == 200
+
+
+def test_imported_connections_arrive_without_secret_names():
+    integration = rule_for("user_integrations")
+    app = rule_for("user_oauth_apps")
+    assert integration is not None and app is not None
+    row = integration(
+        {"name": "hub", "access_token_secret_name": "STRIPE_KEY", "connected_at": "2030-01-01"},
+        None,
+    )
+    assert row["access_token_secret_name"] == "" and row["connected_at"] is None
+    assert (
+        app({"slug": "x", "client_secret_secret_name": "OTHER"}, None)["client_secret_secret_name"]
+        == ""
+    )
