@@ -92,9 +92,11 @@ USER_CAPABILITIES = {
 }
 
 
-def test_the_integrations_domain_holds_the_issues_capabilities():
-    declared = {c.name for c in all_capabilities() if c.domain == "integrations"}
-    assert USER_CAPABILITIES <= declared
+def test_every_integration_capability_has_an_isolation_test_here():
+    module = "apps.packages.capabilities.integrations"
+    declared = {c.name for c in all_capabilities() if c.handler.__module__ == module}
+    assert declared == USER_CAPABILITIES
+    assert all(c.domain == "integrations" for c in all_capabilities() if c.name in declared)
 
 
 def test_the_owner_reads_their_integration(as_owner, connected):
@@ -158,6 +160,7 @@ def test_registry_and_platform_lists_hold_no_personal_data(as_owner, as_outsider
     for agent in (as_owner, as_outsider):
         assert "hub" not in str(agent.call("integrationRegistrySearch", query="fake"))
         assert agent.call("integrationPlatformAppList")["apps"] == []
+        assert agent.call("integrationDiscover", provider="fake")["found"] is False
 
 
 # --- pages --------------------------------------------------------------------------------
