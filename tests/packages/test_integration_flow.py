@@ -288,3 +288,12 @@ def test_a_reserved_name_is_refused(as_owner, provider):
     for name in ("openapi", "apps", "callback"):
         error = as_owner.error("integrationSave", 422, name=name, app=byo_app(provider))
         assert error["details"]["field"] == "name"
+
+
+def test_the_status_follows_the_token_secret(as_owner, owner_client, provider):
+    connect(as_owner, owner_client, name="fake", app=byo_app(provider), requiredHosts=["x.test"])
+    with time_machine.travel(later(2 * 3600), tick=True):  # past the fake's one-hour tokens
+        assert as_owner.call("integrationGet", name="fake")["integration"]["status"] == "expired"
+    as_owner.call("secretDelete", name="integration.fake.access_token")
+    integration = as_owner.call("integrationGet", name="fake")["integration"]
+    assert integration["status"] == "missing"

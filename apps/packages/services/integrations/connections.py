@@ -2,8 +2,9 @@
 through exactly one app — the user's own (``appSlug``) or an operator's (``platformAppSlug``).
 
 A row is saved before the person authorizes (status ``pending``) and becomes ``connected``
-when the callback stores its tokens. Replies name the token secrets (what a package puts in
-``{{secret:…}}``) and never carry a value.
+when the callback stores its tokens (then ``expired`` past the token's lifetime until a
+refresh, ``missing`` if the person deleted the token's secret). Replies name the token
+secrets (what a package puts in ``{{secret:…}}``) and never carry a value.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def list_rows(user_id: str) -> list[UserIntegration]:
 
 
 def view(user_id: str, row: UserIntegration) -> dict[str, Any]:
-    connected = bool(row.access_token_secret_name)
-    expires = tokens.token_expiry(user_id, row) if connected else None
+    status, expires = tokens.token_state(user_id, row)
+    connected = status != "pending"
     platform = row.platform_app
     return {
         "name": row.name,
@@ -70,10 +71,14 @@ def view(user_id: str, row: UserIntegration) -> dict[str, Any]:
         "requiredHosts": list(row.required_hosts_json),
         "usageMode": row.usage_mode or "own-packages",
         "allowedPackages": list(row.allowed_packages_json),
-        "status": "connected" if connected else "pending",
-        "accessTokenSecret": row.access_token_secret_name or None,
-        "refreshTokenSecret": row.refresh_token_secret_name or None,
-        "placeholder": f"{{{{secret:{row.access_token_secret_name}}}}}" if connected else None,
+        "status": status,
+        "accessTokenSecret": tokens.access_secret_name(row.name) if connected else None,
+        "refreshTokenSecret": tokens.refresh_secret_name(row.name)
+        if row.refresh_token_secret_name
+        else None,
+        "placeholder": f"{{{{secret:{tokens.access_secret_name(row.name)}}}}}"
+        if connected
+        else None,
         "accessTokenExpiresAt": expires.isoformat() if expires else None,
         "connectedAt": row.connected_at.isoformat() if row.connected_at else None,
         "tokenRefreshedAt": row.token_refreshed_at.isoformat() if row.token_refreshed_at else None,

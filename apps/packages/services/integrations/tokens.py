@@ -109,15 +109,22 @@ def refresh_fingerprint(user_id: str, integration: UserIntegration) -> str:
     return secrets.sealed_fingerprint(user_id, refresh_secret_name(integration.name))
 
 
-def token_expiry(user_id: str, integration: UserIntegration) -> Any:
-    """When the stored access token expires (None: unknown or never)."""
+def token_state(user_id: str, integration: UserIntegration) -> tuple[str, Any]:
+    """(status, access token expiry): ``pending`` before the first connection, ``connected``,
+    ``expired`` (refresh it), or ``missing`` (its secret was deleted: connect again)."""
+    if not integration.access_token_secret_name:
+        return "pending", None
     entry = SecretEntry.objects.filter(
         bucket__user_id=user_id,
         bucket__scope="user",
         bucket__binding_key="",
         name=access_secret_name(integration.name),
     ).first()
-    return entry.expires_at if entry is not None else None
+    if entry is None:
+        return "missing", None
+    if entry.expires_at is not None and entry.expires_at <= timezone.now():
+        return "expired", entry.expires_at
+    return "connected", entry.expires_at
 
 
 def drop_tokens(user_id: str, integration: UserIntegration) -> int:
