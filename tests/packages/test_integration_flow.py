@@ -13,7 +13,7 @@ import time_machine
 
 from apps.packages.models import SecretEntry, UserIntegration
 from apps.packages.services import crypto, secrets
-from apps.packages.services.integrations import read_access_token
+from apps.packages.services.integrations import live_access_token, read_access_token
 from tests.fakes.oauth_provider import OAuthProviderFake
 from tests.packages.conftest import Agent
 from tests.packages.oauth_flow import APP_SECRET, authorize, byo_app, callback, connect, query
@@ -297,3 +297,17 @@ def test_the_status_follows_the_token_secret(as_owner, owner_client, provider):
     as_owner.call("secretDelete", name="integration.fake.access_token")
     integration = as_owner.call("integrationGet", name="fake")["integration"]
     assert integration["status"] == "missing"
+
+
+def test_kodys_own_use_of_an_expired_token_refreshes_it_first(
+    as_owner, owner, owner_client, provider
+):
+    connect(as_owner, owner_client, name="fake", app=byo_app(provider), requiredHosts=["x.test"])
+    first = read_access_token(owner.stable_user_id, "fake")
+    assert live_access_token(owner.stable_user_id, "fake") == first  # still live: no refresh
+    with time_machine.travel(later(2 * 3600), tick=True):
+        assert read_access_token(owner.stable_user_id, "fake") is None
+        token = live_access_token(owner.stable_user_id, "fake")
+    assert token != first and provider.is_valid_access_token(token)
+    assert sum(provider.refresh_uses.values()) == 1
+    assert live_access_token(owner.stable_user_id, "nothing") is None

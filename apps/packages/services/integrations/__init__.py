@@ -10,7 +10,7 @@ Rooms:
   under a row lock.
 * ``tokens`` — where tokens live (user secrets, ``allowed_hosts`` = the integration's required
   hosts) and the server-side reads other features reuse: ``store_tokens``,
-  ``read_access_token``.
+  ``read_access_token``; ``flow.live_access_token`` refreshes an expired one first.
 * ``registry`` — the curated provider registry and RFC 8414 discovery.
 
 The invariant every room keeps: no token or client secret value is ever returned, rendered,
@@ -18,6 +18,7 @@ logged or exported. Values are read only inside ``client``/``flow`` to make a to
 and by ``tokens.read_access_token`` for a request Kody itself makes with the user's token.
 """
 
+from apps.packages.services.integrations.flow import live_access_token
 from apps.packages.services.integrations.tokens import read_access_token, store_tokens
 
-__all__ = ["read_access_token", "store_tokens"]
+__all__ = ["live_access_token", "read_access_token", "store_tokens"]

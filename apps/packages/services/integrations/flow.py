@@ -191,3 +191,17 @@ def refresh(user_id: str, name: str) -> tuple[UserIntegration, bool]:
 def _fresh(row: UserIntegration) -> bool:
     refreshed = row.token_refreshed_at
     return refreshed is not None and timezone.now() - refreshed < timedelta(seconds=FRESH_SECONDS)
+
+
+def live_access_token(user_id: str, name: str) -> str | None:
+    """The integration's access token for a request Kody makes itself, refreshed first (under
+    the same lock as ``integrationTokenRefresh``) when it has expired; None when there is no
+    usable token. The value goes into that one request and nowhere else."""
+    token = tokens.read_access_token(user_id, name)
+    if token is not None:
+        return token
+    row = UserIntegration.objects.filter(user_id=user_id, name=name).first()
+    if row is None or not row.refresh_token_secret_name:
+        return None
+    refresh(user_id, name)
+    return tokens.read_access_token(user_id, name)
