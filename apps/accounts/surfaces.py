@@ -118,12 +118,9 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
     TableTarget("secret_buckets", Match.USER_ID),
     TableTarget("secret_provider_grants", Match.USER_ID),
     TableTarget("secret_provider_bindings", Match.USER_ID),
-    TableTarget(
-        "user_integrations",
-        Match.USER_ID,
-        redact=("access_token_encrypted", "refresh_token_encrypted"),
-    ),
-    TableTarget("user_oauth_apps", Match.USER_ID, redact=("client_secret_encrypted",)),
+    # Their tokens and client secrets are secret_entries (redacted above); only names here.
+    TableTarget("user_integrations", Match.USER_ID),
+    TableTarget("user_oauth_apps", Match.USER_ID),
     TableTarget("user_openapi_binding_operations", Match.USER_ID),
     TableTarget("user_openapi_bindings", Match.USER_ID),
     TableTarget("remote_connector_settings", Match.USER_ID, redact=("encrypted_shared_secret",)),
@@ -360,6 +357,7 @@ GLOBAL_TABLES: tuple[ExcludedTable, ...] = (
         "repo_session_storage_bucket_cursor",
         "platform-owned singleton keyset cursor of the repo-session storage sweep",
     ),
+    ExcludedTable("integration_providers", "operator-curated registry of known OAuth providers"),
     # --- mailbox --------------------------------------------------------------------------
     ExcludedTable(
         "email_user_graph_authority",

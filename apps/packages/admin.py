@@ -91,7 +91,6 @@ class SecretProviderGrantAdmin(admin.ModelAdmin):
 
 @admin.register(m.UserOauthApp)
 class UserOauthAppAdmin(NoAddModelAdmin):
-    exclude = ("client_secret_encrypted",)
     list_display = ("slug", "user_id", "provider", "flow", "updated_at")
     list_filter = ("flow",)
     search_fields = ("user_id", "slug", "provider")
@@ -99,7 +98,6 @@ class UserOauthAppAdmin(NoAddModelAdmin):
 
 @admin.register(m.UserIntegration)
 class UserIntegrationAdmin(NoAddModelAdmin):
-    exclude = ("access_token_encrypted", "refresh_token_encrypted")
     list_display = ("name", "user_id", "app_slug", "platform_app", "connected_at")
     search_fields = ("user_id", "name", "app_slug")
     raw_id_fields = ("platform_app",)
@@ -284,3 +282,7 @@ class RepoSessionStorageBucketCursorAdmin(ReadOnlyModelAdmin):
 class VectorEmbedFingerprintAdmin(ReadOnlyModelAdmin):
     list_display = ("vector_id", "user_id", "updated_at")
     search_fields = ("user_id", "vector_id")
+
+
+# Platform apps, provider marks and the provider registry live in their own module.
+from apps.packages import integration_admin  # noqa: E402, F401

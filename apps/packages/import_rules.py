@@ -52,3 +52,21 @@ def push_subscription(values: dict[str, Any], ctx: ImportContext) -> dict[str, A
             "a push subscription names a repo that is not its source's in the export"
         )
     return values
+
+
+@import_rule("user_integrations")
+def integration(values: dict[str, Any], ctx: ImportContext) -> dict[str, Any]:
+    # Tokens are secrets and never leave in an export: the imported connection is pending
+    # until the person connects it again.
+    values["access_token_secret_name"] = ""
+    values["refresh_token_secret_name"] = ""
+    values["connected_at"] = None
+    values["token_refreshed_at"] = None
+    return values
+
+
+@import_rule("user_oauth_apps")
+def oauth_app(values: dict[str, Any], ctx: ImportContext) -> dict[str, Any]:
+    # The client secret did not leave either; the person sets it again (rotate credentials).
+    values["client_secret_secret_name"] = ""
+    return values

@@ -3,6 +3,7 @@ from django.urls import path, re_path
 from apps.packages import (
     connector_views,
     git_http,
+    integration_views,
     invocation_views,
     mcp_server_views,
     openapi_views,
@@ -53,6 +54,30 @@ urlpatterns = [
         openapi_views.binding_delete,
         name="openapi_binding_delete",
     ),
+    # Integrations: the literal sub-paths come first, and the name pattern never takes
+    # "openapi" (its pages live under /account/integrations/openapi…).
+    path("account/integrations", integration_views.integration_list, name="integrations"),
+    path(
+        "account/integrations/callback",
+        integration_views.integration_callback,
+        name="integration_callback",
+    ),
+    path(
+        "account/integrations/apps/<slug:app_slug>",
+        integration_views.oauth_app_detail,
+        name="integration_app",
+    ),
+    re_path(
+        r"^account/integrations/(?!openapi$)(?P<name>[A-Za-z0-9][A-Za-z0-9_-]{0,63})$",
+        integration_views.integration_detail,
+        name="integration_detail",
+    ),
+    path(
+        "integrations/logos/<slug:slug>",
+        integration_views.platform_app_logo,
+        name="platform_app_logo",
+    ),
+    path("integrations/marks/<slug:slug>", integration_views.provider_mark, name="provider_mark"),
     path("account/repo-sessions", session_views.session_list, name="repo_sessions"),
     path(
         "account/repo-sessions/<str:session_id>/discard",

@@ -19,8 +19,6 @@ OWN_MODELS = [model for label in OWN_APPS for model in apps.get_app_config(label
 
 CREDENTIAL_COLUMNS = {
     p.SecretEntry: ("encrypted_value", "lookup_hash"),
-    p.UserOauthApp: ("client_secret_encrypted",),
-    p.UserIntegration: ("access_token_encrypted", "refresh_token_encrypted"),
     p.RemoteConnectorSetting: ("encrypted_shared_secret",),
     p.PackageInvocationToken: ("token_hash",),
     p.RepoToken: ("token_hash",),
@@ -29,9 +27,6 @@ CREDENTIAL_COLUMNS = {
 CREDENTIAL_VALUES = (
     "SECRET-CIPHERTEXT",
     "LOOKUP-HASH",
-    "APP-CIPHERTEXT",
-    "ACCESS-CIPHERTEXT",
-    "REFRESH-CIPHERTEXT",
     "RC-CIPHERTEXT",
     "TOKEN-HASH-1",
     "URL-SECRET-HASH",

@@ -71,13 +71,21 @@ SecretProviderGrantFactory = _factory(
     package_id="pkg-2",
     ref="db/password",
 )
+IntegrationProviderFactory = _factory(
+    p.IntegrationProvider,
+    slug="acme",
+    label="Acme",
+    authorize_url="https://acme.example/oauth/authorize",
+    token_url="https://acme.example/oauth/token",
+    required_hosts_json=["api.acme.example"],
+)
 UserOauthAppFactory = _factory(
     p.UserOauthApp,
     user_id=ALICE,
     slug="my-github",
     provider="github",
     client_id="cid",
-    client_secret_encrypted="APP-CIPHERTEXT",
+    client_secret_secret_name="oauth-app.my-github.client_secret",
     token_url="https://github.com/login/oauth/access_token",
     authorize_url="https://github.com/login/oauth/authorize",
 )
@@ -92,8 +100,8 @@ class UserIntegrationFactory(DjangoModelFactory):
 
     user_id = ALICE
     name = "github"
-    access_token_encrypted = "ACCESS-CIPHERTEXT"
-    refresh_token_encrypted = "REFRESH-CIPHERTEXT"
+    access_token_secret_name = "integration.github.access_token"
+    refresh_token_secret_name = "integration.github.refresh_token"
 
     @classmethod
     def _create(cls, model_class: type[models.Model], *args: Any, **kwargs: Any) -> Any:

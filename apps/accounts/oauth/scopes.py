@@ -11,6 +11,7 @@ DESCRIPTIONS = {
     "account": "your account: who you are, usage, export, tokens",
     "admin": "operator tools (only for operators)",
     "email": "read and send mail from your Kody inbox",
+    "integrations": "connect other services with OAuth and use those connections",
     "jobs": "schedule and run jobs",
     "meta": "search, memories and Kody itself",
     "openapi": "bind other services' APIs from their OpenAPI specs",

@@ -9,6 +9,7 @@ from apps.packages.models.access import (
 from apps.packages.models.codemods import PackageCodemodRun, PackageCodemodRunItem
 from apps.packages.models.gitstore import RepoToken, SourceRepoRef
 from apps.packages.models.integrations import (
+    IntegrationProvider,
     RemoteConnectorSetting,
     UserIntegration,
     UserOauthApp,
@@ -75,6 +76,7 @@ __all__ = [
     "SecretProviderBinding",
     "SecretProviderGrant",
     "SourceRepoRef",
+    "IntegrationProvider",
     "UserIntegration",
     "UserOauthApp",
     "UserOpenapiBinding",

@@ -1,7 +1,8 @@
 """Bring-your-own OAuth apps, OAuth connections, OpenAPI bindings and remote connectors.
 
-Credential ciphertexts live inline on these rows (client secret, access/refresh tokens,
-connector shared secret); they are never exported and never shown in admin.
+An OAuth app's client secret and a connection's access/refresh tokens are user secrets
+(``secret_entries``, sealed with AES-GCM); these rows hold only their names. The remote
+connector's shared secret is still inline. No credential is exported or shown in admin.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class UserOauthApp(models.Model):
     provider = models.CharField(max_length=128)
     label = models.CharField(max_length=255, blank=True, default="")
     client_id = models.TextField()
-    client_secret_encrypted = models.TextField(null=True, blank=True)
+    # The user secret holding the client secret; empty for a public (PKCE-only) client.
+    client_secret_secret_name = models.CharField(max_length=255, blank=True, default="")
     token_url = models.TextField()
     authorize_url = models.TextField()
     api_base_url = models.TextField(blank=True, default="")
@@ -90,8 +92,9 @@ class UserIntegration(models.Model):
     required_hosts_json = json_list()
     usage_mode = models.CharField(max_length=32, blank=True, default="")
     allowed_packages_json = json_list()
-    access_token_encrypted = models.TextField(null=True, blank=True)
-    refresh_token_encrypted = models.TextField(null=True, blank=True)
+    # User secrets holding the tokens; empty until the authorization completes.
+    access_token_secret_name = models.CharField(max_length=255, blank=True, default="")
+    refresh_token_secret_name = models.CharField(max_length=255, blank=True, default="")
     connected_at = models.DateTimeField(null=True, blank=True)
     token_refreshed_at = models.DateTimeField(null=True, blank=True)
     created_at = created_at()
@@ -190,3 +193,43 @@ class RemoteConnectorSetting(models.Model):
 
     def __str__(self) -> str:
         return self.instance_id
+
+
+class IntegrationProvider(models.Model):
+    """The curated registry of known OAuth providers (operator-edited, no user_id).
+
+    ``integrationRegistrySearch`` / ``integrationDiscover`` read it to prefill a bring-your-own
+    app: endpoints, flow options, default scopes and the API hosts a token is sent to.
+    ``mark_slug`` names a ``platform_provider_marks`` row for its logo; ``aliases_json`` holds
+    other names and authorize/API hosts that identify the provider.
+    """
+
+    slug = models.CharField(max_length=64, primary_key=True)
+    label = models.CharField(max_length=255)
+    description = models.TextField(blank=True, default="")
+    authorize_url = models.CharField(max_length=2048)
+    token_url = models.CharField(max_length=2048)
+    api_base_url = models.CharField(max_length=2048, blank=True, default="")
+    flow = models.CharField(max_length=16, choices=OauthFlow.choices, default=OauthFlow.PKCE)
+    token_exchange_style = models.CharField(max_length=32, blank=True, default="")
+    scope_separator = models.CharField(max_length=8, default=" ")
+    extra_authorize_params_json = json_dict()
+    default_scopes_json = json_list()
+    required_hosts_json = json_list()
+    aliases_json = json_list()
+    docs_url = models.CharField(max_length=2048, blank=True, default="")
+    mark_slug = models.CharField(max_length=64, blank=True, default="")
+    enabled = models.BooleanField(default=True)
+    created_at = created_at()
+    updated_at = updated_at()
+
+    class Meta:
+        db_table = "integration_providers"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(flow__in=OauthFlow.values), name="integration_providers_flow"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.slug

@@ -146,6 +146,66 @@ def _save(user_id: str, bucket: SecretBucket, new: NewSecret) -> SecretEntry:
     return entry
 
 
+def save_managed(
+    user_id: str,
+    new: NewSecret,
+    *,
+    allowed_packages: Sequence[str] | None = None,
+) -> SecretEntry:
+    """Seal one user secret that Kody itself maintains (an integration's tokens, an OAuth
+    app's client secret). Unlike ``set_many`` it is not counted against the plan's secrets
+    limit: the person did not add it, and an OAuth callback must not fail on a count. Call it
+    inside the caller's transaction."""
+    bucket, _ = SecretBucket.objects.get_or_create(
+        user_id=user_id, scope=SecretScope.USER, binding_key=""
+    )
+    entry = _save(user_id, bucket, new)
+    if allowed_packages is not None:
+        entry.allowed_packages = sorted(set(allowed_packages))
+        entry.save(update_fields=["allowed_packages", "updated_at"])
+    return entry
+
+
+def read_managed(user_id: str, name: str) -> str | None:
+    """The plaintext of the user's own live secret ``name`` for Kody's own server-side use
+    (never for a reply), or None when it is missing or expired."""
+    entry = _live_entry(user_id, SecretScope.USER, "", name)
+    if entry is None:
+        return None
+    return crypto.open_sealed(
+        entry.key_id, entry.encrypted_value, _aad(user_id, entry.bucket_id, entry.name)
+    )
+
+
+def sealed_fingerprint(user_id: str, name: str) -> str:
+    """Changes whenever the secret is re-sealed (a fresh nonce every time); '' when absent.
+    Lets a caller tell whether someone replaced the value while it waited on a lock."""
+    return (
+        SecretEntry.objects.filter(
+            bucket__user_id=user_id,
+            bucket__scope=SecretScope.USER,
+            bucket__binding_key="",
+            name=name,
+        )
+        .values_list("encrypted_value", flat=True)
+        .first()
+        or ""
+    )
+
+
+def delete_managed(user_id: str, names: Sequence[str]) -> int:
+    names = [n for n in names if n]
+    if not names:
+        return 0
+    deleted, _ = SecretEntry.objects.filter(
+        bucket__user_id=user_id,
+        bucket__scope=SecretScope.USER,
+        bucket__binding_key="",
+        name__in=names,
+    ).delete()
+    return deleted
+
+
 def list_secrets(
     user_id: str, *, scope: str | None = None, binding_key: str | None = None
 ) -> list[dict[str, Any]]:
