@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.accounts import banner_views, two_factor_views, views
+from apps.accounts import banner_views, passkey_views, two_factor_views, views
 from apps.accounts.deletion import views as deletion_views
 from apps.accounts.export import views as export_views
 
@@ -29,6 +29,27 @@ urlpatterns = [
     path("account/two-factor", two_factor_views.two_factor_page, name="two_factor"),
     path("account/two-factor/change", two_factor_views.two_factor_change, name="two_factor_change"),
     path("account/two-factor/verify", two_factor_views.two_factor_verify, name="two_factor_verify"),
+    path("account/passkeys", passkey_views.passkeys_page, name="passkeys"),
+    path(
+        "account/passkeys/<str:passkey_id>/rename",
+        passkey_views.passkey_rename,
+        name="passkey_rename",
+    ),
+    path(
+        "account/passkeys/<str:passkey_id>/delete",
+        passkey_views.passkey_delete,
+        name="passkey_delete",
+    ),
+    path("webauthn/register/options", passkey_views.register_options, name="webauthn_reg_options"),
+    path("webauthn/register", passkey_views.register, name="webauthn_register"),
+    path(
+        "webauthn/authenticate/options",
+        passkey_views.authenticate_options,
+        name="webauthn_auth_options",
+    ),
+    path("webauthn/authenticate", passkey_views.authenticate, name="webauthn_authenticate"),
+    path("webauthn/verify/options", passkey_views.verify_options, name="webauthn_verify_options"),
+    path("webauthn/verify", passkey_views.verify, name="webauthn_verify"),
     path("account/export.json", export_views.export_manifest, name="export_manifest"),
     path("account/delete", deletion_views.delete_account, name="delete_account"),
     path("account/settings", views.settings_page, name="settings"),
