@@ -112,9 +112,7 @@ class SoftAuthenticator:
         """``navigator.credentials.get``: answers with ``credential`` or the first allowed one."""
         allowed = {c["id"] for c in options.get("allowCredentials", [])}
         if credential is None:
-            credential = next(
-                c for c in self.credentials if not allowed or _b64(c.id) in allowed
-            )
+            credential = next(c for c in self.credentials if not allowed or _b64(c.id) in allowed)
         credential.sign_count += 1
         auth_data = (
             hashlib.sha256(self.rp_id.encode()).digest()

@@ -1,5 +1,6 @@
 """Passkeys and TOTP two-factor together: after a password sign-in a passkey stands in for the
-code; a passkey sign-in still asks for a code (the passkey was the first factor). The clock is frozen so the TOTP codes are predictable."""
+code; a passkey sign-in still asks for a code (the passkey was the first factor). The clock is
+frozen so the TOTP codes are predictable."""
 
 from __future__ import annotations
 

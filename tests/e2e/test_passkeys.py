@@ -70,9 +70,10 @@ def test_add_rename_sign_in_with_and_remove_a_passkey(
     assert len(held["credentials"]) == 1
     stored = Passkey.objects.get(user=person)
     assert held["credentials"][0]["rpId"] == "localhost"
-    assert held["credentials"][0]["credentialId"].rstrip("=").replace("+", "-").replace(
-        "/", "_"
-    ) == stored.id
+    assert (
+        held["credentials"][0]["credentialId"].rstrip("=").replace("+", "-").replace("/", "_")
+        == stored.id
+    )
 
     page.get_by_label("New name for Test laptop").fill("Work laptop")
     page.get_by_role("button", name="Rename Test laptop").click()
