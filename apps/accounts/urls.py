@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.accounts import banner_views, passkey_views, two_factor_views, views
+from apps.accounts import banner_views, passkey_views, time_zones, two_factor_views, views
 from apps.accounts.deletion import views as deletion_views
 from apps.accounts.export import views as export_views
 
@@ -54,6 +54,11 @@ urlpatterns = [
     path("account/delete", deletion_views.delete_account, name="delete_account"),
     path("account/settings", views.settings_page, name="settings"),
     path("account/settings/email", views.settings_email, name="settings_email"),
+    path(
+        "account/settings/time-zone",
+        views.mutation(time_zones.settings_time_zone),
+        name="settings_time_zone",
+    ),
     path("account/settings/experiments", views.settings_experiments, name="settings_experiments"),
     path("account/settings/release-email", views.settings_release_email, name="release_email"),
     path("account/email/confirm", views.email_change_confirm, name="email_confirm"),

@@ -80,6 +80,8 @@ class User(AbstractBaseUser, PermissionsMixin):
         max_length=8, choices=ProfileVisibility.choices, default=ProfileVisibility.PUBLIC
     )
     avatar_key = models.CharField(max_length=512, null=True, blank=True)
+    # An IANA zone name ("Europe/Paris") that pages show dates in; empty means UTC.
+    time_zone = models.CharField(max_length=64, blank=True, default="")
     account_type = models.CharField(
         max_length=16, choices=AccountType.choices, default=AccountType.PERSON
     )
