@@ -36,7 +36,6 @@ STILL_STRICTER_THAN_SCHEMA = [
     "emailSenderRuleSetCall",
     "jobScheduleCall",
     "jobScheduleOnceCall",
-    "jobUpdateCall",
     "packageListCall",
     "packageSaveCall",
     "repoListCall",
@@ -56,13 +55,8 @@ STILL_STRICTER_THAN_SCHEMA = [
     "communityTimelineCall",
     "executeCall",
     "repoListSessionsCall",
-    "repoOpenSessionCall",
-    "runUpdateBulkCall",
-    "storageDeleteCall",
-    "storageGetCall",
     "storageListCall",
     "storageQueryCall",
-    "storageSetCall",
 ]
 
 # Text with NUL or a lone surrogate is refused everywhere (kody.capabilities.text); that is one
