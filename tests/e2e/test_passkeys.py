@@ -81,7 +81,7 @@ def test_add_rename_sign_in_with_and_remove_a_passkey(
 
     page.get_by_role("button", name=f"Sign out {person.username}").click()
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
-    page.get_by_role("button", name="Sign in with a passkey").click()
+    page.get_by_role("button", name="Use a passkey").click()
     expect(page.get_by_role("heading", name="Your account")).to_be_visible()
     stored.refresh_from_db()
     assert stored.last_used_at is not None and stored.counter >= 1
@@ -95,7 +95,7 @@ def test_add_rename_sign_in_with_and_remove_a_passkey(
 
     # The authenticator still offers its credential; the server no longer knows it.
     page.get_by_role("button", name=f"Sign out {person.username}").click()
-    page.get_by_role("button", name="Sign in with a passkey").click()
+    page.get_by_role("button", name="Use a passkey").click()
     expect(page.locator("#passkey-status")).to_contain_text("not accepted")
     expect(page.get_by_role("heading", name="Sign in")).to_be_visible()
     context.close()

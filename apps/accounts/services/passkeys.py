@@ -253,9 +253,10 @@ def authenticate(
     expected, _ = _spend(session, purpose, user)
     credential = _parse(raw, purpose)
     key = Passkey.objects.select_related("user").filter(pk=credential.id).first()
-    owner = key.user if key is not None else None
-    budgets = _login_keys(owner or user, f"passkey:{credential.id[:200]}", ip)
-    email = (owner or user).email if (owner or user) is not None else None
+    # Failures count against the signed-in person (second factor) or the passkey's owner.
+    account = user if user is not None else (key.user if key is not None else None)
+    budgets = _login_keys(account, f"passkey:{credential.id[:200]}", ip)
+    email = account.email if account is not None else None
     if any(_failures(k) >= limit for k, limit in budgets):
         _audit(email, action, "rate_limited", ip)
         raise RateLimited("Too many failed sign-in attempts. Wait 15 minutes and try again.")
@@ -285,12 +286,11 @@ def authenticate(
         )
     except WebAuthnException as exc:
         raise refuse("verification_failed") from exc
-    account = key.user
     if user is None:
-        if policy.is_deleting(account):
+        if policy.is_deleting(key.user):
             _audit(email, action, "failure", ip, "account_deleting")
             raise AccountDeleting("This account is being deleted.")
-        if not policy.may_act(account):
+        if not policy.may_act(key.user):
             _audit(email, action, "failure", ip, "account_suspended")
             raise AccountSuspended()
     with transaction.atomic():
