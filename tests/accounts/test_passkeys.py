@@ -236,3 +236,24 @@ def test_repeated_failures_are_throttled_like_password_sign_in(
     throttled = _sign_in(Client(), authenticator)
     assert throttled.status_code == 429
     assert ("passkey_login", "rate_limited") in _actions(owner.email)
+
+
+def test_an_outsider_presenting_the_owners_passkey_spends_only_their_own_budget(
+    owner: User,
+    owner_client: Client,
+    outsider_client: Client,
+    authenticator: SoftAuthenticator,
+) -> None:
+    _register(owner_client, authenticator)
+    theirs = SoftAuthenticator(authenticator.origin, authenticator.rp_id)
+    _register(outsider_client, theirs)
+    owners_key = authenticator.credentials[0]
+    for _ in range(10):
+        options = _json(_post(outsider_client, "/webauthn/verify/options"))
+        answer = authenticator.get(options, credential=owners_key)
+        assert _post(outsider_client, "/webauthn/verify", {"credential": answer}).status_code == 422
+    options = _json(_post(outsider_client, "/webauthn/verify/options"))
+    answer = theirs.get(options)
+    assert _post(outsider_client, "/webauthn/verify", {"credential": answer}).status_code == 429
+    # The owner was never charged: their passkey still signs them in.
+    assert _sign_in(Client(), authenticator).status_code == 200
