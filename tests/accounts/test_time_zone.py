@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.test import Client
 
 from apps.accounts.models import User
@@ -78,3 +79,12 @@ def test_one_persons_zone_leaves_anothers_pages_alone(
     )
     outsider.refresh_from_db()
     assert outsider.time_zone == ""
+
+
+def test_the_column_refuses_a_zone_the_tz_database_does_not_know() -> None:
+    # An imported account's row goes through the field's validators (export/importer.py).
+    field = User._meta.get_field("time_zone")
+    field.run_validators("Europe/Paris")
+    field.run_validators("")
+    with pytest.raises(ValidationError):
+        field.run_validators("Mars/Olympus")
