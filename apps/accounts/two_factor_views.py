@@ -13,8 +13,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 from django_otp import login as otp_login
 
-from apps.accounts.models import User
+from apps.accounts.models import Passkey, User
 from apps.accounts.services import two_factor
+from apps.accounts.two_factor_gate import passkey_may_verify, session_verified
 from apps.accounts.views import _safe_next, client_ip
 from kody.errors import KodyError
 
@@ -72,7 +73,7 @@ def two_factor_change(request: HttpRequest) -> HttpResponse:
 def two_factor_verify(request: HttpRequest) -> HttpResponse:
     next_url = _safe_next(request, reverse("accounts:home"))
     user = _user(request)
-    if not two_factor.enabled(user) or user.is_verified():  # type: ignore[attr-defined]
+    if not two_factor.enabled(user) or session_verified(request):
         return HttpResponseRedirect(next_url)
     error = ""
     if request.method == "POST":
@@ -81,5 +82,6 @@ def two_factor_verify(request: HttpRequest) -> HttpResponse:
             otp_login(request, device)
             return HttpResponseRedirect(next_url)
         error = "That code is not valid. Try the one your app shows now, or a recovery code."
-    context = {"next": next_url, "error": error}
+    offer_passkey = passkey_may_verify(request) and Passkey.objects.filter(user=user).exists()
+    context = {"next": next_url, "error": error, "offer_passkey": offer_passkey}
     return render(request, "accounts/two_factor_verify.html", context, status=400 if error else 200)

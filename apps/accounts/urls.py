@@ -1,6 +1,6 @@
 from django.urls import path
 
-from apps.accounts import banner_views, two_factor_views, views
+from apps.accounts import banner_views, passkey_views, time_zones, two_factor_views, views
 from apps.accounts.deletion import views as deletion_views
 from apps.accounts.export import views as export_views
 from apps.accounts.social import views as social_views
@@ -38,10 +38,36 @@ urlpatterns = [
     path("account/two-factor", two_factor_views.two_factor_page, name="two_factor"),
     path("account/two-factor/change", two_factor_views.two_factor_change, name="two_factor_change"),
     path("account/two-factor/verify", two_factor_views.two_factor_verify, name="two_factor_verify"),
+    path("account/passkeys", passkey_views.passkeys_page, name="passkeys"),
+    path(
+        "account/passkeys/<str:passkey_id>/rename",
+        passkey_views.passkey_rename,
+        name="passkey_rename",
+    ),
+    path(
+        "account/passkeys/<str:passkey_id>/delete",
+        passkey_views.passkey_delete,
+        name="passkey_delete",
+    ),
+    path("webauthn/register/options", passkey_views.register_options, name="webauthn_reg_options"),
+    path("webauthn/register", passkey_views.register, name="webauthn_register"),
+    path(
+        "webauthn/authenticate/options",
+        passkey_views.authenticate_options,
+        name="webauthn_auth_options",
+    ),
+    path("webauthn/authenticate", passkey_views.authenticate, name="webauthn_authenticate"),
+    path("webauthn/verify/options", passkey_views.verify_options, name="webauthn_verify_options"),
+    path("webauthn/verify", passkey_views.verify, name="webauthn_verify"),
     path("account/export.json", export_views.export_manifest, name="export_manifest"),
     path("account/delete", deletion_views.delete_account, name="delete_account"),
     path("account/settings", views.settings_page, name="settings"),
     path("account/settings/email", views.settings_email, name="settings_email"),
+    path(
+        "account/settings/time-zone",
+        views.mutation(time_zones.settings_time_zone),
+        name="settings_time_zone",
+    ),
     path("account/settings/experiments", views.settings_experiments, name="settings_experiments"),
     path("account/settings/release-email", views.settings_release_email, name="release_email"),
     path("account/email/confirm", views.email_change_confirm, name="email_confirm"),

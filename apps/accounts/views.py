@@ -18,7 +18,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from apps.accounts import forms
+from apps.accounts import forms, time_zones
 from apps.accounts.models import User
 from apps.accounts.page_writes import guarded_page_write
 from apps.accounts.services import identity, tokens
@@ -404,6 +404,8 @@ def _settings_page(
         "experiments_form": experiments_form
         or forms.ExperimentsForm(initial={"experiments_opt_in": user.experiments_opt_in}),
         "former_emails": identity.former_emails(user),
+        "time_zones": time_zones.choices(),
+        "time_zone": user.time_zone or time_zones.UTC,
     }
     return _render(request, "settings.html", context, status=status)
 

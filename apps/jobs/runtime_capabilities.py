@@ -11,7 +11,13 @@ from apps.jobs.services import storage as buckets
 from kody.capabilities import Context, capability
 from kody.errors import InvalidInput
 
-STORAGE_ID = {"type": "string", "minLength": 1, "maxLength": 512}
+# The schema states the shape ``services.storage.check_storage_id`` enforces.
+STORAGE_ID = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 512,
+    "pattern": "^" + buckets.STORAGE_ID.pattern + "$",
+}
 KEY = {"type": "string", "minLength": 1, "maxLength": 512}
 MAX_BULK = 100
 
@@ -107,7 +113,7 @@ def storage_list(
                 "maxItems": MAX_BULK,
                 "uniqueItems": True,
             },
-            "errorTriage": {"type": ["string", "null"]},
+            "errorTriage": {"enum": [*runs.TRIAGE, None]},
             "triageNote": {"type": ["string", "null"], "maxLength": 2000},
         },
         ["runIds"],

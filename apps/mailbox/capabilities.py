@@ -194,15 +194,22 @@ def email_sender_rule_list(ctx: Context) -> dict[str, Any]:
     domain="email",
     title="Set a sender rule",
     description="Allow, block or quarantine mail from an address or a whole domain.",
-    input_schema=_obj(
-        {
-            "kind": {"type": "string", "enum": ["address", "domain"]},
-            "value": {"type": "string", "minLength": 3, "maxLength": 320},
-            "effect": {"type": "string", "enum": ["allow", "block", "quarantine"]},
-            "note": {"type": "string", "maxLength": 500},
-        },
-        ("kind", "value", "effect"),
-    ),
+    input_schema={
+        **_obj(
+            {
+                "kind": {"type": "string", "enum": ["address", "domain"]},
+                "value": {"type": "string", "minLength": 3, "maxLength": 320},
+                "effect": {"type": "string", "enum": ["allow", "block", "quarantine"]},
+                "note": {"type": "string", "maxLength": 500},
+            },
+            ("kind", "value", "effect"),
+        ),
+        # An address rule names a full address; a domain rule a dotted name without "@".
+        "anyOf": [
+            {"properties": {"kind": {"const": "address"}, "value": {"pattern": "@"}}},
+            {"properties": {"kind": {"const": "domain"}, "value": {"pattern": "^[^@]*[.][^@]*$"}}},
+        ],
+    },
     mutates=True,
 )
 def email_sender_rule_set(

@@ -45,6 +45,7 @@ LIFECYCLE = (
     "apps.accounts.home",
     "apps.accounts.lanes",
     "apps.accounts.management",
+    "apps.accounts.passkey_views",
     "apps.accounts.two_factor_views",
     "apps.accounts.urls",
     "apps.accounts.views",

@@ -63,6 +63,7 @@ USER_COLUMNS_IMPORTED = (
     "job_retention_failed_once_days",
     "job_retention_disabled_recurring_days",
     "experiments_opt_in",
+    "time_zone",
 )
 
 

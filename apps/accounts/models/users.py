@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import zoneinfo
 
 from django.contrib.auth.models import AbstractBaseUser, PermissionsMixin, UserManager
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -55,6 +57,12 @@ class KodyUserManager(UserManager["User"]):
         return super()._create_user_object(username, email, password, **extra_fields)
 
 
+def validate_time_zone(value: str) -> None:
+    """Empty (UTC) or a zone this host's tz database knows."""
+    if value and value not in zoneinfo.available_timezones():
+        raise ValidationError("Unknown time zone.")
+
+
 def _retention_days() -> list:
     return [MinValueValidator(1), MaxValueValidator(365)]
 
@@ -80,6 +88,10 @@ class User(AbstractBaseUser, PermissionsMixin):
         max_length=8, choices=ProfileVisibility.choices, default=ProfileVisibility.PUBLIC
     )
     avatar_key = models.CharField(max_length=512, null=True, blank=True)
+    # An IANA zone name ("Europe/Paris") that pages show dates in; empty means UTC.
+    time_zone = models.CharField(
+        max_length=64, blank=True, default="", validators=[validate_time_zone]
+    )
     account_type = models.CharField(
         max_length=16, choices=AccountType.choices, default=AccountType.PERSON
     )

@@ -43,6 +43,11 @@ BY_SESSION = _schema([])
             "conversationId": {"type": "string", "minLength": 1, "maxLength": 255},
             "branch": {"type": "string", "minLength": 1, "maxLength": 200},
         },
+        # Exactly one source: a repo or a package.
+        "oneOf": [
+            {"required": ["repoId"], "not": {"required": ["packageId"]}},
+            {"required": ["packageId"], "not": {"required": ["repoId"]}},
+        ],
         "additionalProperties": False,
     },
 )
