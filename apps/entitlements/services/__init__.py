@@ -1,6 +1,7 @@
 """Entitlements operations other apps call.
 
-Hot path (one UserMeter call, plan from the Redis cache, no shared-table write):
+Hot path (one UserMeter call, plan from the Redis cache, and one append to ``usage_events``
+per charge, the content-free telemetry the rollups and admin insights read):
 
 * ``consume(user, resource, n=1, key=...) -> Charge`` charges a daily resource or raises
   ``LimitReached`` (code ``limit_reached``, HTTP 429, details ``resource``, ``limit``,

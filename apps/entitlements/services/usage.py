@@ -19,6 +19,8 @@ USAGE_EVENT_RETENTION_DAYS = 90
 ROLLUP_RETENTION_MONTHS = 24
 # Late events for last month can still arrive shortly after midnight on the 1st.
 PREVIOUS_MONTH_GRACE = timedelta(days=2)
+# Metric of a provider's outcome for one outbound message: ``email_delivery:bounced`` etc.
+DELIVERY_METRIC_PREFIX = "email_delivery:"
 
 
 def record_usage(
@@ -30,16 +32,26 @@ def record_usage(
     size_bytes: int | None = None,
     error: bool = False,
     at: datetime | None = None,
+    count: int = 1,
 ) -> None:
-    UsageEvent.objects.create(
-        user_id=stable_user_id,
-        metric=metric,
-        occurred_at=at or timezone.now(),
-        duration_ms=duration_ms,
-        cpu_ms=cpu_ms,
-        bytes=size_bytes,
-        error=error,
-    )
+    """Append ``count`` events (one per unit charged); content-free: who, what, when, sizes."""
+    when = at or timezone.now()
+    rows = [
+        UsageEvent(
+            user_id=stable_user_id,
+            metric=metric[:64],
+            occurred_at=when,
+            duration_ms=duration_ms,
+            cpu_ms=cpu_ms,
+            bytes=size_bytes,
+            error=error,
+        )
+        for _ in range(max(1, count))
+    ]
+    if len(rows) == 1:
+        rows[0].save(force_insert=True)
+    else:
+        UsageEvent.objects.bulk_create(rows)
 
 
 def month_key(moment: datetime) -> str:
