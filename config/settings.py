@@ -357,6 +357,9 @@ LOGGING = {
 KODY_MAIL_DOMAIN = envstr("KODY_MAIL_DOMAIN", "mail.localhost").lower()
 KODY_INBOUND_EMAIL_SECRET = envstr("KODY_INBOUND_EMAIL_SECRET")
 KODY_EMAIL_PROVIDER = envstr("KODY_EMAIL_PROVIDER", "django")
+# Who gets operator alerts (auth-denial and delivery bursts, a missing DR export): these
+# addresses, or every active staff user's address when the list is empty.
+KODY_OPERATOR_ALERT_EMAILS = envlist("KODY_OPERATOR_ALERT_EMAILS", [])
 
 # --- Database connections: one bounded pool per process and database -----------------
 # Each process keeps at most KODY_DB_POOL_SIZE connections per database (app and audit; Django's

@@ -28,6 +28,8 @@ PANELS = [
 def test_a_metered_call_writes_one_usage_event_per_unit(owner, outsider, settings):
     settings.KODY_ACTORS_INLINE = True
     consume(owner, "execute_calls_per_day", 3, key="insights-1")
+    assert not UsageEvent.objects.exists()  # buffered, not written on the metered path
+    assert usage.drain_buffer() == 3
     events = UsageEvent.objects.filter(user_id=owner.stable_user_id)
     assert [e.metric for e in events] == ["execute_calls_per_day"] * 3
     assert not UsageEvent.objects.filter(user_id=outsider.stable_user_id).exists()
@@ -37,11 +39,13 @@ def test_a_refused_charge_writes_no_event(owner, settings):
     settings.KODY_ACTORS_INLINE = True
     with pytest.raises(LimitReached):
         consume(owner, "email_sends_per_day", 10_000, key="insights-2")
+    usage.drain_buffer()
     assert not UsageEvent.objects.filter(user_id=owner.stable_user_id).exists()
 
 
 def test_operator_sees_every_panel_in_order(frozen_clock, operator_client, owner):
     usage.record_usage(owner.stable_user_id, "email_sends_per_day")
+    usage.drain_buffer()
     page = operator_client.get("/admin/insights/")
     assert page.status_code == 200
     html = page.content.decode()
@@ -53,6 +57,7 @@ def test_operator_sees_every_panel_in_order(frozen_clock, operator_client, owner
 def test_the_page_carries_no_identifier_of_anyone(frozen_clock, operator_client, owner):
     for metric in ("email_sends_per_day", "email_delivery:bounced", "job_runs_per_day"):
         usage.record_usage(owner.stable_user_id, metric)
+    usage.drain_buffer()
     UsageRollup.objects.create(
         user_id=owner.stable_user_id, metric="execute_calls_per_day", month="2031-03", event_count=9
     )
@@ -65,6 +70,16 @@ def test_the_page_carries_no_identifier_of_anyone(frozen_clock, operator_client,
 def test_a_user_is_turned_away(owner_client):
     response = owner_client.get("/admin/insights/")
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_a_redis_outage_never_fails_the_metered_action(owner, settings, monkeypatch):
+    settings.KODY_ACTORS_INLINE = True
+
+    def down(alias):
+        raise ConnectionError("redis down")
+
+    monkeypatch.setattr(usage, "get_redis_connection", down)
+    assert consume(owner, "execute_calls_per_day", key="insights-3").count == 1
 
 
 def test_a_failing_panel_is_shown_unavailable_and_the_rest_renders(operator_client, monkeypatch):
@@ -123,6 +138,7 @@ def test_the_activation_funnel_counts_each_stage(frozen_clock, owner, outsider, 
     usage.record_usage(owner.stable_user_id, "execute_calls_per_day")
     usage.record_usage(owner.stable_user_id, "job_runs_per_day")
     usage.record_usage(outsider.stable_user_id, "execute_calls_per_day")
+    usage.drain_buffer()
     chart = job_insights.activation_funnel_chart(now)
     values = dict(zip(chart.labels, chart.series[0].values, strict=True))
     assert values["signed up"] == 3  # the cast, all created under the frozen clock

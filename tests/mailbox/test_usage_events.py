@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from apps.entitlements.models import UsageEvent
-from apps.entitlements.services import insights
+from apps.entitlements.services import insights, usage
 from apps.mailbox.services import inbound, outbound
 from tests.mailbox.conftest import address, simple_mail
 
@@ -14,6 +14,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _metrics(user) -> list[str]:
+    usage.drain_buffer()
     return sorted(
         UsageEvent.objects.filter(user_id=user.stable_user_id).values_list("metric", flat=True)
     )
@@ -42,6 +43,7 @@ def test_the_volume_chart_counts_per_day_across_users(owner, outsider, frozen_cl
     for user in (owner, outsider):
         outbound.send(user, to=["bob@example.org"], subject="SENTINEL", text="SENTINEL body")
     inbound.deliver(simple_mail("in"), address(owner), "u-2")
+    usage.drain_buffer()
 
     from django.utils import timezone
 

@@ -3,9 +3,9 @@
 Design note: ``consume`` is exactly one UserMeter actor call: the actor checks the limit and
 increments atomically under the user's row lock, so concurrent callers can never overshoot,
 and a day's first call creates the counter row (insert-if-absent) inside that same call. The
-plan comes from the Redis plan cache; no shared table is read. An allowed charge appends one
-``usage_events`` row per unit (telemetry: a keyed retry that the meter answers from its record
-may append again, which the rollups tolerate as reporting-grade counts).
+plan comes from the Redis plan cache; no shared table is read or written. An allowed charge
+appends one usage event per unit to the Redis usage buffer (telemetry: a keyed retry that the
+meter answers from its record may append again; the rollups are reporting-grade counts).
 """
 
 from __future__ import annotations
