@@ -287,6 +287,8 @@ BILLING_ENABLED = bool(STRIPE_SECRET_KEY)
 KODY_BEARER_BACKEND = "apps.accounts.services.tokens.BearerBackend"
 KODY_ACCOUNT_POLICY = "apps.accounts.policy.AccountPolicy"
 KODY_AUDIT_SINK = "apps.accounts.services.audit.record"
+# How the kernel mails the operators (sender local, subject, text): the DR export watchdog.
+KODY_OPERATOR_ALERT = "apps.system_email.services.alerts.mail_operators"
 
 # --- API ---------------------------------------------------------------------------------
 # Bodies over this size are refused with 413 before they are parsed (MCP's SDK uses 4 MiB).

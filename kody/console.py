@@ -61,6 +61,7 @@ TASKS: tuple[tuple[str, tuple[Entry, ...]], ...] = (
             Entry("System mail delivery events", "system_email.systememaildeliveryevent"),
             Entry("Sender rules", "mailbox.emailsenderrule"),
             Entry("Delivery alerts", "mailbox.emaildeliveryalertevent"),
+            Entry("Operator alert bursts", "system_email.operatoralert"),
         ),
     ),
     (
