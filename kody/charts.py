@@ -66,7 +66,7 @@ def svg(chart: Chart, title: str) -> SafeString:
     ]
     for i, label in enumerate(chart.labels):
         x = PAD_LEFT + i * slot + (slot - bar) / 2
-        base = PAD_TOP + plot_h
+        base = float(PAD_TOP + plot_h)
         for n, series in enumerate(chart.series):
             value = series.values[i]
             if value <= 0:

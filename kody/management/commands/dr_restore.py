@@ -23,8 +23,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["list"] or not options["night"]:
-            for night in export.complete_nights():
-                self.stdout.write(night)
+            for name in export.complete_nights():
+                self.stdout.write(name)
             return
         try:
             night = date.fromisoformat(options["night"])
