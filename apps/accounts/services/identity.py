@@ -37,7 +37,7 @@ from apps.accounts.models import (
     UserEmailClaim,
 )
 from apps.accounts.models.identity import EmailClaimStatus
-from apps.accounts.models.users import normalize_email
+from apps.accounts.models.users import AccountType, normalize_email
 from apps.accounts.services import audit, onetime
 
 # The rules and the sign-in live beside this module; named here too, as callers use them.
@@ -173,17 +173,19 @@ def provision(
     password: str | None = None,
     staff: bool = False,
     superuser: bool = False,
+    platform: bool = False,
 ) -> User:
     """Operator-created account (``manage.py create_user``): verified at once, since the
     operator vouches for the address; without a password it signs in after a set-password link
     (``set_password_link``). Staff join the ``operators`` group; a superuser has every right."""
     email = clean_email(email)
-    username = clean_username(username)
+    username = clean_username(username, official=platform)
     if password is not None:
         clean_password(password, User(username=username, email=email))
     with transaction.atomic():
         _check_available(email, username)
         user = User.objects.create_user(
+            account_type=AccountType.PLATFORM if platform else AccountType.PERSON,
             username=username,
             email=email,
             password=password,
