@@ -74,6 +74,7 @@ MIDDLEWARE = [
     "django_otp.middleware.OTPMiddleware",
     "apps.accounts.two_factor_gate.TwoFactorGateMiddleware",
     "apps.accounts.middleware.AccountGateMiddleware",
+    "apps.accounts.middleware.ReferralCookieMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

@@ -79,4 +79,3 @@ def revoke(scope_owner_id: str, grantee_id: str) -> None:
     ).delete()
     if not deleted:
         raise ScopeGrantNotFound(details={"scopeOwnerUserId": scope_owner_id})
-
