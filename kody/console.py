@@ -40,6 +40,7 @@ TASKS: tuple[tuple[str, tuple[Entry, ...]], ...] = (
         "People",
         (
             Entry("Users", "accounts.user"),
+            Entry("Platform accounts", "accounts.user", "account_type__exact=platform"),
             Entry("Paid plans", "accounts.user", "plan__in=standard,pro,max"),
             Entry("Suspended accounts", "accounts.user", "suspended_at__isnull=False"),
             Entry("Account deletions", "accounts.accountdeletion"),
