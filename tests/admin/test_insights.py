@@ -135,9 +135,10 @@ def test_workflow_status_counts_recent_runs_only(owner, outsider, frozen_clock):
 
 def test_the_activation_funnel_counts_each_stage(frozen_clock, owner, outsider, operator):
     now = timezone.now()
-    usage.record_usage(owner.stable_user_id, "execute_calls_per_day")
-    usage.record_usage(owner.stable_user_id, "job_runs_per_day")
-    usage.record_usage(outsider.stable_user_id, "execute_calls_per_day")
+    hours = timedelta(hours=1)
+    usage.record_usage(owner.stable_user_id, "execute_calls_per_day", at=now + 2 * hours)
+    usage.record_usage(owner.stable_user_id, "job_runs_per_day", at=now + 3 * hours)
+    usage.record_usage(outsider.stable_user_id, "execute_calls_per_day", at=now + 4 * hours)
     usage.drain_buffer()
     chart = job_insights.activation_funnel_chart(now)
     values = dict(zip(chart.labels, chart.series[0].values, strict=True))
@@ -145,3 +146,5 @@ def test_the_activation_funnel_counts_each_stage(frozen_clock, owner, outsider, 
     assert values["verified email"] == 3
     assert values["first metered call"] == 2
     assert values["first job run"] == 1
+    # Signup to first metered call: ada after 2 h, ben after 4 h.
+    assert "Median time from signup to the first metered call: 3.0 h." in chart.note

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
 
-from django.db.models import Count, Sum
+from django.db.models import Count, Min, Sum
 from django.db.models.functions import TruncDate
 
 from apps.entitlements.models import UsageEvent, UsageRollup
@@ -105,10 +105,12 @@ def users_with_events(metrics: list[str], user_ids: list[str], since: datetime) 
     )
 
 
-def users_with_any_event(user_ids: list[str], since: datetime) -> int:
-    return (
+def first_event_at(user_ids: list[str], since: datetime) -> dict[str, datetime]:
+    """Each of ``user_ids``' first event since ``since`` (the funnel's latency)."""
+    rows = (
         UsageEvent.objects.filter(user_id__in=user_ids, occurred_at__gte=since)
         .values("user_id")
-        .distinct()
-        .count()
+        .annotate(first=Min("occurred_at"))
+        .order_by()
     )
+    return {row["user_id"]: row["first"] for row in rows}

@@ -8,6 +8,7 @@ among people who signed up in the window, how many reached each stage. Only coun
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from statistics import median
 
 from django.db.models import Count
 
@@ -43,16 +44,29 @@ FUNNEL_STAGES = ("signed up", "verified email", "first metered call", "first job
 def activation_funnel_chart(now: datetime) -> Chart:
     since = now - WINDOW
     cohort = User.objects.filter(created_at__gte=since, created_at__lte=now).order_by("-created_at")
-    people = list(cohort.values_list("stable_user_id", "email_verified_at")[:FUNNEL_COHORT_CAP])
-    ids = [str(uid) for uid, _ in people]
+    people = list(
+        cohort.values_list("stable_user_id", "email_verified_at", "created_at")[:FUNNEL_COHORT_CAP]
+    )
+    ids = [str(uid) for uid, _, _ in people]
+    first = usage_insights.first_event_at(ids, since) if ids else {}
     counts = [
         len(people),
-        sum(1 for _, verified in people if verified is not None),
-        usage_insights.users_with_any_event(ids, since) if ids else 0,
+        sum(1 for _, verified, _ in people if verified is not None),
+        len(first),
         usage_insights.users_with_events(["job_runs_per_day"], ids, since) if ids else 0,
     ]
     return Chart(
         labels=list(FUNNEL_STAGES),
         series=[Series("people", counts)],
-        note="Of the people who signed up in the last 28 days, how many reached each stage.",
+        note="Of the people who signed up in the last 28 days, how many reached each stage."
+        + _latency(people, first),
     )
+
+
+def _latency(people: list[tuple[str, object, datetime]], first: dict[str, datetime]) -> str:
+    hours = sorted(
+        (first[uid] - created).total_seconds() / 3600 for uid, _, created in people if uid in first
+    )
+    if not hours:
+        return ""
+    return f" Median time from signup to the first metered call: {median(hours):.1f} h."
