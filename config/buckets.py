@@ -11,6 +11,9 @@ BUCKETS = (
     "repo_session_blobs",
     "user_avatars",
     "source_repos",
+    # Operator-owned: the nightly disaster-recovery export (kody/dr). Keep it access-controlled:
+    # it holds every shared table, credentials' hashes included.
+    "dr_exports",
 )
 
 

@@ -75,6 +75,7 @@ MIDDLEWARE = [
     "apps.accounts.two_factor_gate.TwoFactorGateMiddleware",
     "apps.accounts.middleware.AccountGateMiddleware",
     "apps.accounts.time_zones.TimeZoneMiddleware",
+    "apps.accounts.middleware.ReferralCookieMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -288,6 +289,8 @@ BILLING_ENABLED = bool(STRIPE_SECRET_KEY)
 KODY_BEARER_BACKEND = "apps.accounts.services.tokens.BearerBackend"
 KODY_ACCOUNT_POLICY = "apps.accounts.policy.AccountPolicy"
 KODY_AUDIT_SINK = "apps.accounts.services.audit.record"
+# How the kernel mails the operators (sender local, subject, text): the DR export watchdog.
+KODY_OPERATOR_ALERT = "apps.system_email.services.alerts.mail_operators"
 
 # --- API ---------------------------------------------------------------------------------
 # Bodies over this size are refused with 413 before they are parsed (MCP's SDK uses 4 MiB).
@@ -358,6 +361,9 @@ LOGGING = {
 KODY_MAIL_DOMAIN = envstr("KODY_MAIL_DOMAIN", "mail.localhost").lower()
 KODY_INBOUND_EMAIL_SECRET = envstr("KODY_INBOUND_EMAIL_SECRET")
 KODY_EMAIL_PROVIDER = envstr("KODY_EMAIL_PROVIDER", "django")
+# Who gets operator alerts (auth-denial and delivery bursts, a missing DR export): these
+# addresses, or every active staff user's address when the list is empty.
+KODY_OPERATOR_ALERT_EMAILS = envlist("KODY_OPERATOR_ALERT_EMAILS", [])
 
 # --- Database connections: one bounded pool per process and database -----------------
 # Each process keeps at most KODY_DB_POOL_SIZE connections per database (app and audit; Django's

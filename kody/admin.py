@@ -1,4 +1,5 @@
-"""The admin's "System health" page (/admin/health/) and its JSON twin (/admin/health.json).
+"""The admin's "System health" page (/admin/health/), its JSON twin (/admin/health.json), and
+the content-free insights page (/admin/insights/, panels registered by the apps).
 
 Both are staff-only and content-free (see ``kody.health``). They are added in front of the
 default admin site's URLs rather than through a custom AdminSite, so every app's
@@ -11,9 +12,10 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import URLPattern, URLResolver, path
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 
-from kody import console, health
+from kody import console, health, insights
 from kody.lanes import admin as lanes_admin  # noqa: F401  (registers the lane list)
 
 
@@ -32,6 +34,15 @@ def health_json_view(request: HttpRequest) -> JsonResponse:
     if not admin.site.has_permission(request):
         return JsonResponse({"error": "forbidden"}, status=403)
     return JsonResponse(health.report())
+
+
+def insights_view(request: HttpRequest) -> HttpResponse:
+    context = {
+        **admin.site.each_context(request),
+        "title": "Insights",
+        "panels": insights.panels(timezone.now()),
+    }
+    return render(request, "admin/insights.html", context)
 
 
 def tables_view(request: HttpRequest) -> HttpResponse:
@@ -67,6 +78,7 @@ def _get_urls() -> list[URLPattern | URLResolver]:
         path("health/", admin.site.admin_view(health_view), name="kody_health"),
         path("health.json", health_json_view, name="kody_health_json"),
         path("tables/", admin.site.admin_view(tables_view), name="kody_tables"),
+        path("insights/", admin.site.admin_view(insights_view), name="kody_insights"),
         *_default_get_urls(),
     ]
 

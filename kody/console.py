@@ -40,6 +40,7 @@ TASKS: tuple[tuple[str, tuple[Entry, ...]], ...] = (
         "People",
         (
             Entry("Users", "accounts.user"),
+            Entry("Platform accounts", "accounts.user", "account_type__exact=platform"),
             Entry("Paid plans", "accounts.user", "plan__in=standard,pro,max"),
             Entry("Suspended accounts", "accounts.user", "suspended_at__isnull=False"),
             Entry("Account deletions", "accounts.accountdeletion"),
@@ -61,6 +62,7 @@ TASKS: tuple[tuple[str, tuple[Entry, ...]], ...] = (
             Entry("System mail delivery events", "system_email.systememaildeliveryevent"),
             Entry("Sender rules", "mailbox.emailsenderrule"),
             Entry("Delivery alerts", "mailbox.emaildeliveryalertevent"),
+            Entry("Operator alert bursts", "system_email.operatoralert"),
         ),
     ),
     (

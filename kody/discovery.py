@@ -16,6 +16,7 @@ KERNEL_MODULES = (
     "kody.actors.models",
     "kody.actors.alarms",
     "kody.actors.lanes",
+    "kody.dr.lanes",
     "kody.kv.lanes",
     "kody.outbox.lanes",
     "kody.userschema.lanes",

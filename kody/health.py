@@ -8,6 +8,7 @@ class only) and the others still report.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -23,6 +24,7 @@ from django.utils import timezone
 
 from config.buckets import BUCKETS
 from kody.actors import transport
+from kody.dr.export import night_of
 
 log = logging.getLogger("kody.health")
 
@@ -202,6 +204,26 @@ def blobs() -> Section:
     return {"buckets": [_backend(name) for name in BUCKETS]}
 
 
+# --- disaster-recovery export -------------------------------------------------------------
+
+
+def dr_export() -> Section:
+    """Tonight's export from the lane's own records (the bucket is not touched): ``red`` when
+    the watchdog found the summary missing, ``ok`` once written, else ``pending``."""
+    from kody.lanes.models import LaneCursor, LaneRunRecord
+
+    night = night_of(timezone.now()).isoformat()
+    position = LaneCursor.objects.filter(lane="dr_export").values_list("position", flat=True)
+    try:
+        finished = json.loads(position.first() or "{}").get("finished")
+    except (ValueError, AttributeError):
+        finished = None
+    watchdog = LaneRunRecord.objects.filter(lane="dr_export_watchdog").first()
+    failing = bool(watchdog and watchdog.consecutive_failures)
+    status = "red" if failing and finished != night else ("ok" if finished == night else "pending")
+    return {"night": night, "last_finished_night": finished, "status": status}
+
+
 # --- the whole report -----------------------------------------------------------------------
 
 SECTIONS: dict[str, Callable[[], Section]] = {
@@ -210,6 +232,7 @@ SECTIONS: dict[str, Callable[[], Section]] = {
     "queues": queues,
     "lanes": lanes,
     "blobs": blobs,
+    "dr_export": dr_export,
 }
 
 

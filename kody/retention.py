@@ -113,6 +113,7 @@ POLICIES: dict[str, str] = {
     "system_email_daily_counters": "system_email_retention",
     "system_email_threads": "system_email_retention",
     "system_email_attachments": "system_email_retention",
+    "email_delivery_alert_events": "email_delivery_alert",
 }
 
 # table -> why no time-based prune

@@ -88,6 +88,19 @@ def _no_plan_remembered_from_another_test() -> Iterator[None]:
     forget_local()
 
 
+@pytest.fixture(autouse=True)
+def _no_usage_events_buffered_by_another_test(request: pytest.FixtureRequest) -> None:
+    """The usage buffer lives in Redis, outside the test's transaction, and the cast's stable
+    ids repeat: a test meets only the events it buffered itself."""
+    if request.node.get_closest_marker("django_db") is None and "db" not in request.fixturenames:
+        return
+    from django_redis import get_redis_connection
+
+    from apps.entitlements.services.usage import BUFFER_KEY
+
+    get_redis_connection("default").delete(BUFFER_KEY)
+
+
 def _transactional(request: pytest.FixtureRequest) -> bool:
     marker = request.node.get_closest_marker("django_db")
     return "transactional_db" in request.fixturenames or bool(

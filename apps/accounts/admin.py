@@ -17,9 +17,11 @@ from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.http import HttpRequest
+from django.urls import URLPattern, URLResolver, path
 from django.utils import timezone
 
 from apps.accounts import models as m
+from apps.accounts.admin_reserved import reserved_usernames_view
 from apps.accounts.models.users import normalize_email, stable_user_id_for
 from apps.accounts.services import flags, identity
 from kody import console
@@ -84,6 +86,15 @@ _ATTRIBUTION = (
 @admin.register(m.User)
 class UserAdmin(DjangoUserAdmin):
     form = UserChangeForm
+    change_list_template = "admin/accounts/user/change_list.html"
+
+    def get_urls(self) -> list[URLPattern | URLResolver]:
+        view = self.admin_site.admin_view(reserved_usernames_view)
+        return [
+            path("reserved-usernames/", view, name="accounts_reserved_usernames"),
+            *super().get_urls(),
+        ]
+
     list_display = ("username", "email", "plan", "account_type", "is_staff", "created_at")
     list_filter = ("plan", "account_type", "is_staff", "is_superuser", "is_active")
     search_fields = ("username", "email", "stable_user_id")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from apps.accounts import campaigns
 from apps.accounts.services import audit, retention
 from kody.lanes import Cadence, LaneRun, lane
 from kody.retention import Policy, run_policies
@@ -80,3 +81,19 @@ def oauth_purge_expired(run: LaneRun) -> None:
 
     counts = grants.purge_expired(batch=run.batch_size, out_of_time=run.out_of_time)
     run.record(sum(counts.values()))
+
+
+@lane("usage_entitlement_alert", cadence=Cadence.HOURLY, budget_seconds=120, batch_size=200)
+def usage_entitlement_alert(run: LaneRun) -> None:
+    """Verified person accounts into their usage state; each state's mail once (campaigns,
+    the advocate mail once ever, the entitlement warning for the most pressed)."""
+    while not run.out_of_time():
+        done = campaigns.sweep(run.cursor, run.batch_size, run.out_of_time)
+        run.record(done.evaluated)
+        run.count("changed", done.changed)
+        run.count("mailed", done.mailed)
+        if done.exhausted:
+            run.save_cursor("")  # wrapped: the next run starts from the first account
+            break
+        if done.last_id:
+            run.save_cursor(done.last_id)

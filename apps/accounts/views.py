@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts import forms, time_zones
 from apps.accounts.models import User
 from apps.accounts.page_writes import guarded_page_write
-from apps.accounts.services import identity, tokens
+from apps.accounts.services import identity, referrals, tokens
 from apps.entitlements import plans
 from apps.entitlements.services import usage_summary
 from kody.errors import KodyError
@@ -99,7 +99,12 @@ def signup(request: HttpRequest) -> HttpResponse:
         status = 400
         if form.is_valid():
             try:
-                identity.signup(**form.cleaned_data, ip=client_ip(request), path=request.path)
+                identity.signup(
+                    **form.cleaned_data,
+                    ip=client_ip(request),
+                    path=request.path,
+                    referrer=referrals.referrer_username(request),
+                )
             except KodyError as exc:
                 form.add_service_error(exc)
                 status = exc.status

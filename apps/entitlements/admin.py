@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib import admin
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
@@ -9,7 +11,10 @@ from django.shortcuts import render
 from django.urls import URLPattern, path
 
 from apps.entitlements import models as m
+from apps.entitlements.services import insights
 from kody.adminkit import ReadOnlyModelAdmin
+from kody.charts import Chart
+from kody.insights import register_panel
 
 
 @admin.register(m.UsageRollup)
@@ -83,3 +88,10 @@ class ComputeOverageInvoiceAdmin(ReadOnlyModelAdmin):
 @admin.register(m.D1StorageReconcileCursor)
 class D1StorageReconcileCursorAdmin(ReadOnlyModelAdmin):
     list_display = ("singleton", "position", "updated_at")
+
+
+def _usage_trend(now: datetime) -> Chart:
+    return insights.monthly_trend(now)
+
+
+register_panel("usage_trend", "Usage, last 12 months", _usage_trend, order=40)

@@ -11,8 +11,10 @@ from django.http import HttpRequest
 
 from apps.jobs import models as m
 from apps.jobs.actor.manager import JobManager
+from apps.jobs.services import insights as job_insights
 from kody.adminkit import ReadOnlyModelAdmin
 from kody.capabilities.secrecy import redacted_call
+from kody.insights import register_panel
 
 
 def _set_kill_switch(request: HttpRequest, queryset: QuerySet[m.Job], on: bool) -> int:
@@ -86,3 +88,11 @@ class JobsWorkerStateAdmin(admin.ModelAdmin):
 
     list_display = ("key", "value", "updated_at")
     fields = ("key", "value")
+
+
+register_panel(
+    "workflow_status", "Workflow status totals", job_insights.workflow_status_chart, order=30
+)
+register_panel(
+    "activation_funnel", "Activation funnel", job_insights.activation_funnel_chart, order=35
+)

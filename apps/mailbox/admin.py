@@ -6,10 +6,15 @@ Indexes derived from that actor (provider index, repair/due owners) are read-onl
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib import admin
 
+from apps.entitlements.services import insights as usage_insights
 from apps.mailbox import models as m
 from kody.adminkit import ReadOnlyModelAdmin
+from kody.charts import Chart
+from kody.insights import register_panel
 
 
 class InboxAddressInline(admin.TabularInline):
@@ -75,3 +80,18 @@ class EmailDeliveryAlertEventAdmin(ReadOnlyModelAdmin):
 @admin.register(m.EmailUserGraphAuthority)
 class EmailUserGraphAuthorityAdmin(ReadOnlyModelAdmin):
     list_display = ("id", "owner_count", "frozen_at", "dropped_at")
+
+
+def _email_volume(now: datetime) -> Chart:
+    return usage_insights.daily_chart(
+        {"email_sends_per_day": "sent", "email_receives_per_day": "received"}, now
+    )
+
+
+register_panel("email_volume", "Email volume, last 28 days", _email_volume, order=10)
+register_panel(
+    "delivery_outcomes",
+    "Outbound delivery outcomes, last 28 days",
+    usage_insights.delivery_outcomes_chart,
+    order=20,
+)

@@ -17,6 +17,7 @@ from apps.accounts.usernames import SYSTEM_EMAIL_LOCALS
 from apps.system_email import models as m
 from apps.system_email.services import outbound
 from kody.adminkit import ReadOnlyModelAdmin
+from kody.console import register_attention
 from kody.errors import KodyError
 
 # Lease and finalization tokens fence concurrent workers; showing them invites misuse.
@@ -113,3 +114,17 @@ class SystemEmailDailyCounterAdmin(ReadOnlyModelAdmin):
 @admin.register(m.SystemEmailGraphAuthority)
 class SystemEmailGraphAuthorityAdmin(ReadOnlyModelAdmin):
     list_display = ("authority", "cutover_at", "graph_mismatch_count", "provider_link_count")
+
+
+@admin.register(m.OperatorAlert)
+class OperatorAlertAdmin(ReadOnlyModelAdmin):
+    list_display = ("key", "active", "burst_started_at", "notified_at", "last_count")
+
+
+def _open_bursts() -> int:
+    return m.OperatorAlert.objects.filter(active=True).count()
+
+
+register_attention(
+    "operator_alerts", "Open alert bursts", "system_email.operatoralert", _open_bursts
+)

@@ -1,8 +1,14 @@
-"""System mail's scheduled lane: hourly retention of the operator inbox."""
+"""System mail's scheduled lanes: hourly retention of the operator inbox, and the operator
+burst alerts (auth denials, bounce/complaint bursts) that mail from the system locals."""
 
 from __future__ import annotations
 
-from apps.system_email.services import retention
+from collections.abc import Callable
+from datetime import datetime
+
+from django.utils import timezone
+
+from apps.system_email.services import alerts, retention
 from kody.lanes import Cadence, LaneRun, lane
 from kody.retention import Policy, run_policies
 
@@ -30,3 +36,27 @@ def system_email_retention(run: LaneRun) -> None:
         ],
         record=run.record,
     )
+
+
+def _alert_lane(
+    run: LaneRun, rule: alerts.Rule, count: Callable[[datetime, datetime], int]
+) -> None:
+    verdict = alerts.evaluate(rule, count, timezone.now())
+    run.record(verdict.count)
+    run.count("baseline_x10", round(verdict.baseline * 10))
+    run.count("burst", int(verdict.burst))
+    run.count("mailed", int(verdict.mailed))
+
+
+@lane("auth_denial_alert", cadence=Cadence.HOURLY, budget_seconds=60, batch_size=1)
+def auth_denial_alert(run: LaneRun) -> None:
+    """Auth and OAuth denials (failures, rate limits) in the last full hour vs the baseline."""
+    _alert_lane(run, alerts.AUTH_DENIAL, alerts.count_auth_denials)
+
+
+@lane("email_delivery_alert", cadence=Cadence.HOURLY, budget_seconds=60, batch_size=5000)
+def email_delivery_alert(run: LaneRun) -> None:
+    """Bounces and complaints in the last full hour vs the baseline; then a week-old prune of
+    the short-lived signals."""
+    _alert_lane(run, alerts.EMAIL_DELIVERY, alerts.count_delivery_signals)
+    run.count("pruned", alerts.prune_delivery_signals(batch=run.batch_size))

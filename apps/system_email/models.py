@@ -414,3 +414,26 @@ class SystemEmailGraphAuthority(models.Model):
 
     def __str__(self) -> str:
         return f"{self.authority} since {self.cutover_at:%Y-%m-%d}"
+
+
+class OperatorAlert(models.Model):
+    """One row per burst alert (``auth_denial``, ``email_delivery``): whether a burst is open.
+
+    A lane run opens a burst with a conditional update (``active`` false → true) and mails the
+    operators only when its own update changed the row, so two runs of one window mail once;
+    the burst closes when a later hour falls back under the threshold. Counts only."""
+
+    key = models.CharField(primary_key=True, max_length=64)
+    active = models.BooleanField(default=False)
+    burst_started_at = models.DateTimeField(null=True, blank=True)
+    notified_at = models.DateTimeField(null=True, blank=True)
+    last_count = models.IntegerField(default=0)
+    last_baseline = models.FloatField(default=0)
+    last_window_end = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "operator_alerts"
+
+    def __str__(self) -> str:
+        return f"{self.key} ({'burst' if self.active else 'quiet'})"

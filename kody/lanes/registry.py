@@ -34,6 +34,9 @@ class Cadence(StrEnum):
     EVERY_TICK = "every_tick"
     HOURLY = "hourly"  # the tick in minutes 0-4 of each hour, UTC
     DAILY = "daily"  # the tick in 03:00-03:04 UTC
+    # Every tick in 00:30-06:09 UTC, and every quarter hour otherwise (a missed night catches up).
+    NIGHTLY_WINDOW = "nightly_window"
+    MORNING_CHECK = "morning_check"  # the tick in 06:15-06:19 UTC
     RETIRED = "retired"
 
 
@@ -62,6 +65,10 @@ def is_due(cadence: Cadence, now: datetime) -> bool:
         return now.minute < 5
     if cadence is Cadence.DAILY:
         return now.hour == 3 and now.minute < 5
+    if cadence is Cadence.NIGHTLY_WINDOW:
+        return 30 <= now.hour * 60 + now.minute < 6 * 60 + 10 or now.minute % 15 < 5
+    if cadence is Cadence.MORNING_CHECK:
+        return now.hour == 6 and 15 <= now.minute < 20
     return False
 
 
@@ -114,6 +121,9 @@ def window_start(cadence: Cadence, now: datetime) -> datetime | None:
         return now.replace(minute=0, second=0, microsecond=0)
     if cadence is Cadence.DAILY:
         today = now.replace(hour=3, minute=0, second=0, microsecond=0)
+        return today if now >= today else today - timedelta(days=1)
+    if cadence is Cadence.MORNING_CHECK:
+        today = now.replace(hour=6, minute=15, second=0, microsecond=0)
         return today if now >= today else today - timedelta(days=1)
     return None
 

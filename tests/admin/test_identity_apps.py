@@ -85,6 +85,7 @@ def rows(owner) -> list:
         ),
         se_f.SystemEmailDailyCounterFactory(),
         se.SystemEmailGraphAuthority.objects.get(),  # seeded singleton
+        se.OperatorAlert.objects.create(key="auth_denial", active=True),
         f.AccountDeletionFactory(subject=owner),
     ]
 

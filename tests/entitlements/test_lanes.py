@@ -116,6 +116,7 @@ def test_retention_lane_prunes_all_three_tables(owner):
     old = timezone.now() - timedelta(days=400)
     StripeWebhookEventFactory(processed_at=timezone.now() - timedelta(days=31))
     usage.record_usage(owner.stable_user_id, "m", at=old)
+    usage.drain_buffer()
     UsageRollupFactory(user_id=owner.stable_user_id, month="2020-01")
     run = run_lane("entitlements_retention")
     assert run is not None and run.items == 3

@@ -69,6 +69,7 @@ def test_rollups_keep_24_months(owner):
 def test_usage_events_keep_90_days(owner):
     usage.record_usage(owner.stable_user_id, "m", at=NOW - timedelta(days=91))
     usage.record_usage(owner.stable_user_id, "m", at=NOW - timedelta(days=89))
+    assert usage.drain_buffer() == 2
     assert usage.prune_usage_events(NOW) == 1
     assert UsageEvent.objects.count() == 1
 

@@ -39,6 +39,7 @@ APP_ORDER = (
     "account lifecycle",
 )
 LIFECYCLE = (
+    "apps.accounts.campaigns",
     "apps.accounts.capabilities",
     "apps.accounts.deletion",
     "apps.accounts.export",

@@ -67,4 +67,4 @@ def test_the_readme_names_every_blob_storage_health_reports():
 
     readme = (ROOT / "README.md").read_text()
     assert [name for name in BUCKETS if f"`{name}`" not in readme] == []
-    assert len(BUCKETS) == 5 and "five blob storages" in readme
+    assert len(BUCKETS) == 6 and "six blob storages" in readme

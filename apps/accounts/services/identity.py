@@ -37,8 +37,8 @@ from apps.accounts.models import (
     UserEmailClaim,
 )
 from apps.accounts.models.identity import EmailClaimStatus
-from apps.accounts.models.users import normalize_email
-from apps.accounts.services import audit, onetime
+from apps.accounts.models.users import AccountType, normalize_email
+from apps.accounts.services import audit, onetime, referrals
 
 # The rules and the sign-in live beside this module; named here too, as callers use them.
 from apps.accounts.services.identity_rules import (  # noqa: E402, F401
@@ -104,7 +104,13 @@ def _record_verification_mail(user_id: int) -> Callable[[Exception | None], None
 
 
 def signup(
-    *, email: str, username: str, password: str, ip: str | None = None, path: str | None = None
+    *,
+    email: str,
+    username: str,
+    password: str,
+    ip: str | None = None,
+    path: str | None = None,
+    referrer: str | None = None,
 ) -> User | None:
     """Create an account and mail its verification link.
 
@@ -113,7 +119,7 @@ def signup(
     not reveal who has an account here.
     """
     try:
-        user = _signup(email=email, username=username, password=password)
+        user = _signup(email=email, username=username, password=password, referrer=referrer)
     except EmailTaken:
         make_password(password)  # spend the hashing time a new account would have
         audit.record(
@@ -144,7 +150,7 @@ def signup(
     return user
 
 
-def _signup(*, email: str, username: str, password: str) -> User:
+def _signup(*, email: str, username: str, password: str, referrer: str | None = None) -> User:
     email = clean_email(email)
     username = clean_username(username)
     clean_password(password, User(username=username, email=email))
@@ -158,6 +164,7 @@ def _signup(*, email: str, username: str, password: str) -> User:
                 stable_user_id=_mint_stable_user_id(email),
             )
             _claim(user, email)
+            referrals.attribute(user, referrer)
             _send_verification(user)
     except IntegrityError:
         # Lost a race with a concurrent signup: report what is now taken.
@@ -173,17 +180,19 @@ def provision(
     password: str | None = None,
     staff: bool = False,
     superuser: bool = False,
+    platform: bool = False,
 ) -> User:
     """Operator-created account (``manage.py create_user``): verified at once, since the
     operator vouches for the address; without a password it signs in after a set-password link
     (``set_password_link``). Staff join the ``operators`` group; a superuser has every right."""
     email = clean_email(email)
-    username = clean_username(username)
+    username = clean_username(username, official=platform)
     if password is not None:
         clean_password(password, User(username=username, email=email))
     with transaction.atomic():
         _check_available(email, username)
         user = User.objects.create_user(
+            account_type=AccountType.PLATFORM if platform else AccountType.PERSON,
             username=username,
             email=email,
             password=password,
@@ -274,6 +283,7 @@ def verify_email(token: str, *, ip: str | None = None) -> User:
             user.email_verified_at = timezone.now()
             user.save(update_fields=["email_verified_at", "updated_at"])
         _claim(user, user.email)
+    referrals.release_held(user)  # a referral reward held while the address was unverified
     audit.record(
         category="account", action="verify_email", result="success", email=user.email, ip=ip
     )

@@ -114,12 +114,16 @@ def clean_email(email: str, field: str = "email") -> str:
     return email
 
 
-def clean_username(username: str) -> str:
+def clean_username(username: str, *, official: bool = False) -> str:
+    """``official``: an operator-provisioned platform account may take a reserved name (the
+    official scopes are reserved against signups), never a system mail local."""
     username = (username or "").strip().lower()
     problem = usernames.format_error(username)
     if problem:
         raise _field_error("username", problem)
-    if usernames.is_reserved(username):
+    if official and username in usernames.SYSTEM_EMAIL_LOCALS:
+        raise _field_error("username", "That name is a system mail address.", UsernameReserved)
+    if not official and usernames.is_reserved(username):
         raise _field_error("username", "That username is reserved.", UsernameReserved)
     return username
 

@@ -1,6 +1,7 @@
 """Entitlements operations other apps call.
 
-Hot path (one UserMeter call, plan from the Redis cache, no shared-table write):
+Hot path (one UserMeter call, plan from the Redis cache, no shared-table write; a charge's
+usage event goes to a Redis buffer the hourly rollup drains into ``usage_events``):
 
 * ``consume(user, resource, n=1, key=...) -> Charge`` charges a daily resource or raises
   ``LimitReached`` (code ``limit_reached``, HTTP 429, details ``resource``, ``limit``,

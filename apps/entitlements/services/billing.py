@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import stripe
@@ -21,6 +21,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.accounts.models import User
+from apps.accounts.services import referrals
 from apps.entitlements.models import StripeWebhookEvent
 from apps.entitlements.plans import Plan, parse_plan
 from apps.entitlements.services.plan_cache import invalidate_plan
@@ -262,7 +263,15 @@ def handle_webhook_unsafe_in_transaction(payload: bytes, signature: str) -> Webh
         return WebhookResult(event_id, event_type, True, None)
     owner = None
     if event_type in HANDLED_EVENTS:
-        owner = _owner_of(event["data"]["object"])
+        obj = event["data"]["object"]
+        owner = _owner_of(obj)
+        if owner and event_type == "invoice.paid" and int(obj.get("amount_paid") or 0) > 0:
+            period_end = obj.get("period_end")
+            referrals.reward_for_invoice(
+                owner,
+                str(obj.get("id")),
+                datetime.fromtimestamp(int(period_end), UTC) if period_end else None,
+            )
         if owner:
             arm_plan_refresh(owner)
             try:

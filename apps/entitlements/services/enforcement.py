@@ -3,7 +3,9 @@
 Design note: ``consume`` is exactly one UserMeter actor call: the actor checks the limit and
 increments atomically under the user's row lock, so concurrent callers can never overshoot,
 and a day's first call creates the counter row (insert-if-absent) inside that same call. The
-plan comes from the Redis plan cache; no shared table is read or written.
+plan comes from the Redis plan cache; no shared table is read or written. An allowed charge
+appends one usage event per unit to the Redis usage buffer (telemetry: a keyed retry that the
+meter answers from its record may append again; the rollups are reporting-grade counts).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from django.utils import timezone
 
 from apps.entitlements.plans import Kind, Plan, limit_for, resource
 from apps.entitlements.services import metering as meter
+from apps.entitlements.services import usage
 from apps.entitlements.services.plan_cache import cached_plan
 from kody.actors import CallContext
 from kody.errors import AccountDeleting, KodyError
@@ -93,7 +96,9 @@ def consume(
     once and answers what the first attempt did."""
     uid = user_id_of(user)
     # meter.consume bootstraps a new day in the same call.
-    return _charge(uid, name, now, lambda day, limit: meter.consume(uid, name, day, n, limit, key))
+    return _charge(
+        uid, name, now, lambda day, limit: meter.consume(uid, name, day, n, limit, key), n
+    )
 
 
 def consume_in_call(
@@ -107,11 +112,16 @@ def consume_in_call(
         name,
         now,
         lambda day, limit: meter.consume_in_call(context, name, day, n, limit),
+        n,
     )
 
 
 def _charge(
-    uid: str, name: str, now: datetime | None, charge: Callable[[str, int], Mapping[str, Any]]
+    uid: str,
+    name: str,
+    now: datetime | None,
+    charge: Callable[[str, int], Mapping[str, Any]],
+    n: int = 1,
 ) -> Charge:
     """The charge both ``consume`` forms make: the user's plan limit for today, ``charge(day,
     limit)`` on the meter, and ``LimitReached`` when the meter did not allow it."""
@@ -122,6 +132,8 @@ def _charge(
     resets_at = next_utc_midnight(now)
     if not result["allowed"]:
         raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
+    # Every metered action leaves one usage event per unit (the rollups' and insights' source).
+    usage.record_usage(uid, name, count=n)
     return Charge(name, int(result["count"]), limit, plan, resets_at)
 
 
@@ -145,6 +157,8 @@ def consume_inbound_delivery(
     resets_at = next_utc_midnight(now)
     if not result["allowed"]:
         raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
+    if result["charged"]:
+        usage.record_usage(uid, name, count=n)
     return Charge(name, int(result["count"]), limit, plan, resets_at, bool(result["charged"]))
 
 

@@ -141,7 +141,9 @@ def _deliver_to_user(raw: bytes, user: Any, delivery_id: str, envelope_from: str
     if claim["outcome"] == "rejected":
         return Outcome("rejected", reason=claim["reason"])
     try:
-        return _store(raw, parsed, effect, uid, inbox.id, delivery_id, claim, envelope_from, plan)
+        outcome = _store(
+            raw, parsed, effect, uid, inbox.id, delivery_id, claim, envelope_from, plan
+        )
     except KodyError as exc:
         if isinstance(exc, InboundRetry):
             raise
@@ -150,6 +152,9 @@ def _deliver_to_user(raw: bytes, user: Any, delivery_id: str, envelope_from: str
     except Exception as exc:
         log.exception("inbound %s for %s failed at a retryable step", delivery_id, uid)
         raise InboundRetry() from exc
+    # The receive was charged with the claim; its usage event follows the stored graph.
+    entitlements.record_usage(uid, RECEIVES)
+    return outcome
 
 
 def _terminal(done: dict[str, Any]) -> Outcome:

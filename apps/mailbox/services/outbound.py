@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from apps.accounts.models import User
 from apps.entitlements import services as entitlements
+from apps.entitlements.services.usage import DELIVERY_METRIC_PREFIX
 from apps.mailbox.actor import Mailbox
 from apps.mailbox.actor.mailbox import write_provider_index
 from apps.mailbox.errors import OutboundPaused, SenderNotVerified, SubmissionInProgress
@@ -312,4 +313,8 @@ def record_provider_event(
         provider_event_id=provider_event_id,
         detail=detail or {},
     )
-    return bool(result["recorded"])
+    recorded = bool(result["recorded"])
+    if recorded:
+        # Content-free outcome telemetry: the admin insights' delivery-outcome chart.
+        entitlements.record_usage(row.user_id, f"{DELIVERY_METRIC_PREFIX}{event_type}")
+    return recorded

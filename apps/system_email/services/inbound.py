@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from apps.mailbox.actor.mailbox import normalize_subject
 from apps.mailbox.models import SYSTEM_EMAIL_OWNER
-from apps.mailbox.services import blobstore, mime
+from apps.mailbox.services import blobstore, mime, sender_rules
 from apps.mailbox.services.inbound import InboundRetry, Outcome
 from apps.system_email import models as m
 from kody.blobs.keys import email_raw_key
@@ -129,6 +129,13 @@ def deliver(raw: bytes, local: str, delivery_id: str, envelope_from: str | None 
     message_id = ev.detail_json["messageId"]
     try:
         parsed = mime.parse(raw)
+        # The operators' sender rules for the system mailbox (adminSystemEmailSenderRule*).
+        effect = sender_rules.effect_for(SYSTEM_EMAIL_OWNER, parsed.message["from_address"])
+        if effect == "block":
+            _reject(ev, "sender_blocked")
+            return Outcome("rejected", reason="sender_blocked")
+        if effect == "quarantine":
+            parsed.message.update(classification="quarantined", classification_reason="sender_rule")
         stored, attachments = raw, parsed.attachments
         if len(raw) > PERSIST_CAP or parsed.bound:
             reduced = mime.reduce_to_cap(raw, PERSIST_CAP, parsed)
