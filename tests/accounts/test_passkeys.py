@@ -257,3 +257,24 @@ def test_an_outsider_presenting_the_owners_passkey_spends_only_their_own_budget(
     assert _post(outsider_client, "/webauthn/verify", {"credential": answer}).status_code == 429
     # The owner was never charged: their passkey still signs them in.
     assert _sign_in(Client(), authenticator).status_code == 200
+
+
+def test_the_last_way_to_sign_in_cannot_be_removed_but_one_of_several_can(
+    owner: User, owner_client: Client, authenticator: SoftAuthenticator
+) -> None:
+    _register(owner_client, authenticator, name="Laptop")
+    owner.set_unusable_password()  # a password-less (social) account
+    owner.save(update_fields=["password"])
+    owner_client.force_login(owner)
+    key = Passkey.objects.get(user=owner)
+
+    refused = owner_client.post(f"/account/passkeys/{key.id}/delete")
+    assert refused.status_code == 409
+    assert b"only way left to sign in" in refused.content
+    assert Passkey.objects.filter(pk=key.pk).exists()
+    assert ("passkey_delete", "failure") in _actions(owner.email)
+
+    second = SoftAuthenticator(*reversed(passkeys.relying_party()))
+    assert _register(owner_client, second, name="Phone").status_code == 200
+    assert owner_client.post(f"/account/passkeys/{key.id}/delete").status_code == 302
+    assert list(Passkey.objects.filter(user=owner).values_list("name", flat=True)) == ["Phone"]

@@ -59,14 +59,15 @@ STILL_STRICTER_THAN_SCHEMA = [
 ]
 
 # Operations whose answer depends on another server: they fetch or call the URL they are given
-# (an OpenAPI document, an OAuth provider's endpoints over https), so whether a schema-valid
-# request succeeds is a fact about that server, which no schema can state. Their refusals are
-# coded 4xx, checked by the no-5xx run above and by their own tests.
+# (an OpenAPI document, an OAuth provider's endpoints over https, a remote MCP server), so
+# whether a schema-valid request succeeds is a fact about that server, which no schema can
+# state. Their refusals are coded 4xx, checked by the no-5xx run above and by their own tests.
 DEPENDS_ON_ANOTHER_SERVER = [
     "openapiBindingSaveCall",
     "openapiSpecSummarizeCall",
     "adminPlatformOauthAppSaveCall",
     "integrationSaveCall",
+    "mcpServerAddCall",
 ]
 
 # Text with NUL or a lone surrogate is refused everywhere (kody.capabilities.text); that is one

@@ -220,7 +220,14 @@ def test_the_page_creates_an_app_and_connects_through_it(owner_client, owner, pr
 
 def test_the_openapi_path_is_never_an_integration_name(owner_client):
     # /account/integrations/openapi… belongs to the OpenAPI bindings pages.
-    assert owner_client.get("/account/integrations/openapi").status_code == 404
+    from django.urls import resolve
+
+    from apps.packages import openapi_views
+
+    assert resolve("/account/integrations/openapi").func is openapi_views.binding_list
+    page = owner_client.get("/account/integrations/openapi")
+    assert page.status_code == 200
+    assert page.resolver_match.func is openapi_views.binding_list
 
 
 def test_pages_need_a_signed_in_person(client):

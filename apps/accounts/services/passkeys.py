@@ -52,8 +52,9 @@ from webauthn.helpers.structs import (
 from apps.accounts import policy
 from apps.accounts.models import Passkey, User
 from apps.accounts.services import audit
-from apps.accounts.services.identity_rules import AccountSuspended
+from apps.accounts.services.identity_rules import AccountSuspended, _lock_user
 from apps.accounts.services.login import _count_failure, _failures, _login_keys
+from apps.accounts.services.sign_in_methods import LastSignInMethod, refuse_if_last
 from kody.errors import AccountDeleting, InvalidInput, NotFound, RateLimited
 
 CHALLENGE_SECONDS = 5 * 60
@@ -333,7 +334,16 @@ def rename(user: User, passkey_id: str, name: str, *, ip: str | None = None) -> 
 
 
 def remove(user: User, passkey_id: str, *, ip: str | None = None) -> None:
-    _own(user, passkey_id).delete()
+    """Delete one of the person's passkeys, unless it is their last way to sign in."""
+    with transaction.atomic():
+        locked = _lock_user(user.pk)  # serializes removals: the count below stays true
+        key = _own(locked, passkey_id)
+        try:
+            refuse_if_last(locked)
+        except LastSignInMethod:
+            _audit(locked.email, "passkey_delete", "failure", ip, "last_sign_in_method")
+            raise
+        key.delete()
     _audit(user.email, "passkey_delete", "success", ip)
 
 
