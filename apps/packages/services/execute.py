@@ -39,6 +39,7 @@ NOT_FROM_CODE = frozenset({"execute"})
 MAX_CODE_CHARS = 200_000
 FETCH_MAX_BYTES = 5_000_000
 FETCH_TIMEOUT_SECONDS = 10.0
+FETCH_MAX_BODY_BYTES = Limits().max_request_bytes  # a request body, text or bytes
 
 # Per-plan defaults (documented in docs/architecture.md): wall seconds, V8 heap MB.
 PLAN_LIMITS: dict[str, tuple[float, int]] = {
@@ -88,11 +89,18 @@ class Bridge:
             raise FetchRefused("fetch needs a URL string and plain headers.")
         host = (urlsplit(url).hostname or "").lower()
         filled: list[str] = []
+        if message.get("bodyTooLarge"):
+            raise FetchRefused(
+                f"A fetch body may be at most {FETCH_MAX_BODY_BYTES} bytes.",
+                details={"maxBytes": FETCH_MAX_BODY_BYTES},
+            )
+        # Placeholders are filled in the URL, headers and a text body; bytes go as they are.
+        raw = _binary_body(message.get("bodyBase64"))
         request = netfetch.Request(
             method=str(method),
             url=self._fill(url, host, filled),
             headers={str(k): self._fill(str(v), host, filled) for k, v in headers.items()},
-            body=self._fill(body, host, filled).encode() if isinstance(body, str) else None,
+            body=self._fill(body, host, filled).encode() if isinstance(body, str) else raw,
             secret_headers=frozenset(
                 k.lower() for k, v in headers.items() if PLACEHOLDER.search(str(v))
             ),
@@ -130,6 +138,20 @@ class Bridge:
             return value
 
         return PLACEHOLDER.sub(one, text)
+
+
+def _binary_body(encoded: Any) -> bytes | None:
+    if encoded is None:
+        return None
+    if not isinstance(encoded, str) or len(encoded) > FETCH_MAX_BODY_BYTES * 4 // 3 + 4:
+        raise FetchRefused(
+            f"A fetch body may be at most {FETCH_MAX_BODY_BYTES} bytes.",
+            details={"maxBytes": FETCH_MAX_BODY_BYTES},
+        )
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except ValueError:
+        raise FetchRefused("The fetch body did not arrive whole.") from None
 
 
 def _resolver() -> dict[str, Any]:
