@@ -25,6 +25,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from apps.entitlements import services as entitlements
 from apps.entitlements.plans import Plan
+from apps.packages.services import adhoc_imports
 from apps.packages.services import secrets as secrets_service
 from kody.capabilities import Context, UnknownCapability, get, invoke
 from kody.errors import Forbidden, KodyError
@@ -33,7 +34,6 @@ from kody.sandbox import netfetch
 from kody.sandbox.pool import ExecuteError, Limits, Outcome, pool
 
 log = logging.getLogger(__name__)
-KODY_IMPORT = re.compile(r"""(?:\bimport\s*\(\s*|\bfrom\s*)["'`]kody:@""")
 PLACEHOLDER = re.compile(r"\{\{secret:([A-Za-z0-9_.:-]{1,255})\}\}")
 NOT_FROM_CODE = frozenset({"execute"})
 MAX_CODE_CHARS = 200_000
@@ -187,14 +187,8 @@ def execute(ctx: Context, code: str, params: Any = None) -> dict[str, Any]:
     """Run ad hoc code as ``ctx``: charged once, bound to storage ``exec:{uuid}``."""
     if len(code) > MAX_CODE_CHARS:
         raise Forbidden("The code is too long.", details={"maxChars": MAX_CODE_CHARS})
-    if KODY_IMPORT.search(code):
-        # Imports of packages are pinned when a package publishes; ad hoc code has no publish.
-        raise ExecuteError(
-            'Ad hoc code cannot import "kody:@…" packages: put the code in a package whose '
-            'module imports it statically (`import { x } from "kody:@scope/name"`), or call '
-            "its export with an invocation token.",
-            details={"name": "ImportError"},
-        )
+    # Static kody:@ imports resolve in the caller's account to the current published bundles.
+    code, _imports = adhoc_imports.resolve(ctx.user_id, code)
     run_id = str(uuid.uuid4())
     entitlements.consume(ctx.user_id, "execute_calls_per_day", key=f"execute:{run_id}")
     outcome = run_code(ctx, code, params, run_id=run_id, storage_id=f"exec:{run_id}")
