@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from apps.accounts.models import AccountType
+from apps.accounts.models.users import AccountType
 from tests.packages.conftest import Agent
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
@@ -19,7 +19,9 @@ SECRET_WORD = "owl-7f3a-private-constant"
 WORDS = f"export const word = '{SECRET_WORD}';\nexport default () => word;\n"
 
 
-def publish(agent: Agent, name: str, modules: dict[str, str], exports: dict[str, str]) -> dict:
+def publish(
+    agent: Agent, name: str, modules: dict[str, str], exports: dict[str, str], **more: str
+) -> dict:
     files = {
         "package.json": json.dumps(
             {
@@ -31,7 +33,7 @@ def publish(agent: Agent, name: str, modules: dict[str, str], exports: dict[str,
         "README.md": f"# {name}\n",
         **modules,
     }
-    return agent.call("packageSave", files=files)["package"]
+    return agent.call("packageSave", files=files, **more)["package"]
 
 
 @pytest.fixture
@@ -62,6 +64,7 @@ def test_the_import_follows_the_current_published_commit(as_owner, util):
         "util",
         {"words.ts": "export const word = 'second';\nexport default () => word;\n"},
         {".": "./words.ts"},
+        packageId=util["id"],
     )
     assert as_owner.call("execute", code=code)["result"] == "second"
 
