@@ -32,9 +32,7 @@ class Echo(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
-        Echo.seen.append(
-            {"body": body, "headers": {k.lower(): v for k, v in self.headers.items()}}
-        )
+        Echo.seen.append({"body": body, "headers": {k.lower(): v for k, v in self.headers.items()}})
         self._send(body)
 
     def do_GET(self) -> None:  # noqa: N802
@@ -87,7 +85,8 @@ def test_a_binary_body_is_sent_byte_for_byte_and_echoed_back_whole(as_owner, ser
       const r = await fetch({json.dumps(server + "/echo")}, {{ method: "POST", body: {make} }});
       const back = new Uint8Array(await r.arrayBuffer());
       const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", back));
-      return [r.status, back.length, Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("")];
+      const hex = Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+      return [r.status, back.length, hex];
     }}"""
     reply = as_owner.call("execute", code=code)
     assert Echo.seen[0]["body"] == ALL_BYTES

@@ -36,6 +36,9 @@ LISTINGS = [
     "SELECT obj_description(1259) AS d",
     "SELECT * FROM ts_stat('select to_tsvector(relname) from pg_class')",
     "SELECT (NULL::pg_catalog.pg_class).relname",
+    "SELECT nextval('public.users_id_seq') AS n",
+    "SELECT brin_summarize_new_values('public.users') AS n",
+    "SELECT lo_get(1) AS b",
     "SELECT 1 AS one; SELECT relname FROM pg_class",
 ]
 
@@ -75,3 +78,15 @@ def test_ordinary_queries_over_the_bucket_still_work(as_owner):
     ]
     values = "VALUES (1, 'one'), (2, 'two')"
     assert len(as_owner.call("storageQuery", storageId="job:mine", sql=values)["rows"]) == 2
+
+
+def test_common_functions_are_not_caught_by_the_signature_rule(as_owner):
+    as_owner.call("storageSet", storageId="job:mine", key="a", value={"n": 3})
+    sql = (
+        "SELECT max(key) AS hi, min((value->>'n')::int) AS lo, int8(min((value->>'n')::int)) AS i, "
+        "length(key) AS l, round(avg((value->>'n')::numeric)) AS av, now() IS NOT NULL AS t "
+        "FROM bucket GROUP BY key"
+    )
+    assert as_owner.call("storageQuery", storageId="job:mine", sql=sql)["rows"] == [
+        {"hi": "a", "lo": 3, "i": 3, "l": 1, "av": 3, "t": True}
+    ]

@@ -5,9 +5,10 @@ rows, which the owner's StorageRunner reads and hands over as one JSON parameter
 runs as the role ``kody_bucket_query`` — no privilege on any table, so no other bucket, user
 schema or public table is reachable — after ``bucket_sql_guard`` has refused, on Postgres's own
 parse tree, anything that would read the system catalogs (which every role can read, so other
-schemas' and tables' names would otherwise be listable), in a read-only transaction with a statement timeout,
-sent with the extended protocol (one statement, never a script), wrapped as a subquery and
-capped in rows. The caller's ``params`` are ``$1``…``$n``; the bucket is the last parameter.
+schemas' and tables' names would otherwise be listable), in a read-only transaction with a
+statement timeout, sent with the extended protocol (one statement, never a script), wrapped
+as a subquery and capped in rows. The caller's ``params`` are ``$1``…``$n``; the bucket is the
+last parameter.
 """
 
 from __future__ import annotations
@@ -48,9 +49,7 @@ def query(user_id: str, storage_id: str, sql: str, params: list[Any] | None = No
             f"storageQuery reads only its bucket: {str(exc)[:400]}",
             details={"storageId": storage_id, "reason": "outside_bucket"},
         ) from None
-    rows = StorageRunner.call(
-        user_id, "bucket_rows", storage_id, MAX_BUCKET_ENTRIES
-    )
+    rows = StorageRunner.call(user_id, "bucket_rows", storage_id, MAX_BUCKET_ENTRIES)
     if len(rows) > MAX_BUCKET_ENTRIES:
         raise InvalidInput(
             f"storageQuery reads buckets of at most {MAX_BUCKET_ENTRIES} entries.",

@@ -9,10 +9,10 @@ tables' and buckets' names. The guard therefore refuses, before anything runs:
   ``information_schema``, nothing schema-qualified;
 * functions that read the catalog, probe names, or run SQL given as text: names starting
   ``pg_``, ``has_``, ``to_reg``, anything with ``xml`` in it, ``ts_stat``/``ts_rewrite``,
-  ``current_setting``/``set_config``, the ``*_description`` family, sequence functions, and
-  every function that has an overload taking or returning an object id (``oid``,
-  ``regclass``, ``regnamespace``, …) — looked up in ``pg_proc``, so a function this list
-  does not name is still caught by its signature;
+  ``current_setting``/``set_config``, the ``*_description`` family, sequence and large-object
+  functions, and every function that has an overload taking or returning a ``reg*`` object
+  id (``regclass``, ``regnamespace``, …) or taking ``cstring``/``internal`` — looked up in
+  ``pg_proc``, so a function this list does not name is still caught by its signature;
 * casts to an object-id type (``regclass`` turns a number into a table name) or to any
   schema-qualified or ``pg_…`` type (a table's row type);
 * more than one statement, anything but a plain ``SELECT``/``VALUES``, ``SELECT INTO`` and
@@ -41,7 +41,7 @@ OBJECT_ID_TYPES = (
     "regrole",
     "regcollation",
 )
-DENIED_PREFIXES = ("pg_", "has_", "to_reg", "_pg")
+DENIED_PREFIXES = ("pg_", "has_", "to_reg", "_pg", "lo_", "binary_upgrade_")
 DENIED_NAMES = frozenset(
     {
         "current_setting",
@@ -61,6 +61,9 @@ DENIED_NAMES = frozenset(
         "current_schema",
         "current_database",
         "current_query",
+        "acldefault",
+        "makeaclitem",
+        "satisfies_hash_partition",
     }
 )
 
@@ -75,13 +78,18 @@ def check(sql: str) -> None:
         statements = parse_sql(sql)
     except ParseError as exc:
         raise Refused(f"syntax error: {exc.args[0] if exc.args else exc}") from None
+    except RecursionError:
+        raise Refused("the statement is nested too deeply") from None
     if len(statements) != 1:
         raise Refused("exactly one SELECT statement is allowed")
     statement = statements[0].stmt
     if not isinstance(statement, ast.SelectStmt):
         raise Refused("only a SELECT (or VALUES) statement is allowed")
     walker = _Walker()
-    walker(statement)
+    try:
+        walker(statement)
+    except RecursionError:
+        raise Refused("the statement is nested too deeply") from None
     for node in walker.selects:
         if node.intoClause is not None:
             raise Refused("SELECT INTO is not allowed")
@@ -97,8 +105,10 @@ def check(sql: str) -> None:
             raise Refused(f"only the bucket can be queried, not {shown}")
     for parts in walker.types:
         last = parts[-1].lower()
-        if last in OBJECT_ID_TYPES or last.startswith("pg_") or (
-            len(parts) > 1 and parts[0].lower() != "pg_catalog"
+        if (
+            last in OBJECT_ID_TYPES
+            or last.startswith("pg_")
+            or (len(parts) > 1 and parts[0].lower() != "pg_catalog")
         ):
             raise Refused(f"the type {'.'.join(parts)} is not allowed")
     for parts in walker.functions:
@@ -143,12 +153,15 @@ class _Walker(Visitor):  # type: ignore[misc]
 
 @lru_cache(maxsize=1)
 def _object_id_functions() -> frozenset[str]:
-    """Every function name with an overload that takes or returns an object id."""
+    """Every plain function name with an overload that takes or returns a ``reg*`` object id
+    (``regclass`` turns a name into a probe), or takes ``cstring``/``internal`` (type I/O and
+    planner support, never for queries). Aggregates (``min(oid)``) are not among them."""
+    named = [t for t in OBJECT_ID_TYPES if t != "oid"]
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT DISTINCT p.proname FROM pg_catalog.pg_proc p"
-            " WHERE p.prorettype = ANY(%s::regtype[]::oid[])"
-            " OR p.proargtypes::oid[] && %s::regtype[]::oid[]",
-            [list(OBJECT_ID_TYPES), list(OBJECT_ID_TYPES)],
+            "SELECT DISTINCT p.proname FROM pg_catalog.pg_proc p WHERE p.prokind <> 'a'"
+            " AND (p.prorettype = ANY(%s::regtype[]::oid[])"
+            " OR p.proargtypes::oid[] && %s::regtype[]::oid[])",
+            [named, [*named, "cstring", "internal"]],
         )
         return frozenset(row[0] for row in cursor.fetchall())

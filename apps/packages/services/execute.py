@@ -6,7 +6,9 @@ same user, token scopes, metering and write guard — except that admin capabili
 ``execute`` itself are unknown from code. ``fetch`` goes through ``kody.sandbox.netfetch``
 after the ``{{secret:name}}`` placeholders are filled, each only for a host in that secret's
 ``allowed_hosts``; every fetch is charged to ``outbound_fetches_per_day`` first. The filled
-values are scrubbed from what comes back and never appear in an error.
+values are scrubbed from what comes back and never appear in an error. A text body is filled
+like the URL and headers; a binary body (base64 on the channel) is sent as it is. Static
+``kody:@`` imports in ad hoc code are resolved by ``adhoc_imports`` before the code runs.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from kody.capabilities import Context, UnknownCapability, get, invoke
 from kody.errors import Forbidden, KodyError
 from kody.fetch import FetchRefused as NetRefused
 from kody.sandbox import netfetch
-from kody.sandbox.pool import ExecuteError, Limits, Outcome, pool
+from kody.sandbox.pool import Limits, Outcome, pool
 
 log = logging.getLogger(__name__)
 PLACEHOLDER = re.compile(r"\{\{secret:([A-Za-z0-9_.:-]{1,255})\}\}")
