@@ -488,6 +488,10 @@ KODY_SOCIAL_PROVIDERS = {
 KODY_SANDBOX_WARM = envint("KODY_SANDBOX_WARM", 2)
 KODY_EXECUTE_WALL_SECONDS = envfloat("KODY_EXECUTE_WALL_SECONDS", 0.0) or None
 
+# Live (unrevoked) package invocation tokens one person may hold, per plan (the seeds give no
+# number). Creating one more answers 429 ``invocation_token_limit``; revoking frees a place.
+KODY_INVOCATION_TOKEN_LIMITS = {"free": 20, "standard": 100, "pro": 200, "max": 1000}
+
 # Per-schema prepared statements for the actor runtime's one-statement path
 # (kody.actors.prepared): at most this many per database session, least recently used
 # deallocated first. 0: off (for a transaction-mode pooler between Kody and Postgres).

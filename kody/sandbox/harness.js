@@ -14,6 +14,7 @@ let nonce = "";
 let nextId = 1;
 let buffered = "";
 let moduleUrl = "";
+let maxRequestBytes = 2_000_000;
 
 function send(message) {
   const line = JSON.stringify({ ...message, n: nonce }) + "\n";
@@ -84,12 +85,41 @@ async function bridgedFetch(input, init = {}) {
   const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
   const headers = {};
   new Headers(init.headers || {}).forEach((value, key) => (headers[key] = value));
+  // A string body travels as text (the host fills secret placeholders in it); bytes travel
+  // as base64 and are sent exactly as they are.
   let body = null;
-  if (init.body !== undefined && init.body !== null) {
-    if (typeof init.body !== "string") throw new TypeError("fetch body must be a string here");
-    body = init.body;
+  let bodyBase64 = null;
+  const given = init.body;
+  if (given !== undefined && given !== null) {
+    if (typeof given === "string") body = given;
+    else if (given instanceof URLSearchParams) {
+      body = given.toString();
+      if (!("content-type" in headers)) {
+        headers["content-type"] = "application/x-www-form-urlencoded;charset=UTF-8";
+      }
+    } else if (given instanceof ArrayBuffer) bodyBase64 = encodeBase64(new Uint8Array(given));
+    else if (ArrayBuffer.isView(given)) {
+      bodyBase64 = encodeBase64(new Uint8Array(given.buffer, given.byteOffset, given.byteLength));
+    } else if (given instanceof Blob) {
+      bodyBase64 = encodeBase64(new Uint8Array(await given.arrayBuffer()));
+      if (given.type && !("content-type" in headers)) headers["content-type"] = given.type;
+    } else {
+      throw new TypeError(
+        "fetch body must be a string, URLSearchParams, ArrayBuffer, typed array or Blob here",
+      );
+    }
   }
-  const answer = await request("fetch", { url, method: init.method || "GET", headers, body });
+  // An oversized body is not sent over the channel at all: the host answers fetch_refused.
+  const size = body !== null ? body.length : bodyBase64 !== null ? (bodyBase64.length * 3) / 4 : 0;
+  const tooLarge = size > maxRequestBytes ? Math.ceil(size) : null;
+  const answer = await request("fetch", {
+    url,
+    method: init.method || "GET",
+    headers,
+    body: tooLarge ? null : body,
+    bodyBase64: tooLarge ? null : bodyBase64,
+    bodyTooLarge: tooLarge,
+  });
   return new Response(answer.status === 204 ? null : decodeBase64(answer.body), {
     status: answer.status,
     headers: answer.headers,
@@ -159,6 +189,7 @@ async function main() {
   if (run === null || run.op !== "run") return;
   nonce = run.nonce;
   storageId = run.storageId;
+  maxRequestBytes = run.maxRequestBytes ?? maxRequestBytes;
   globalThis.kody = kody;
   globalThis.storage = storage;
   globalThis.fetch = bridgedFetch;

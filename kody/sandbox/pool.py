@@ -191,6 +191,7 @@ class SandboxPool:
                     "storageId": storage_id,
                     "module": module,
                     "maxResultChars": limits.max_result_chars,
+                    "maxRequestBytes": limits.max_request_bytes,
                 }
             )
             result, logs = call.converse()
@@ -237,7 +238,8 @@ class _Call:
     def converse(self) -> tuple[Any, list[dict[str, str]]]:
         out, err = self.proc.stdout.fileno(), self.proc.stderr.fileno()  # type: ignore[union-attr]
         buffer = b""
-        limit = max(self.limits.max_result_chars, self.limits.max_request_bytes) + 65536
+        # A request line carries at most max_request_bytes of body, base64 when it is bytes.
+        limit = max(self.limits.max_result_chars, self.limits.max_request_bytes * 4 // 3) + 65536
         with selectors.DefaultSelector() as sel:
             sel.register(out, selectors.EVENT_READ)
             sel.register(err, selectors.EVENT_READ)

@@ -3,9 +3,12 @@
 The bucket's SQL home is a CTE, ``bucket(key text, value jsonb)``, built from the bucket's
 rows, which the owner's StorageRunner reads and hands over as one JSON parameter. The SQL
 runs as the role ``kody_bucket_query`` — no privilege on any table, so no other bucket, user
-schema or public table is reachable — in a read-only transaction with a statement timeout,
-sent with the extended protocol (one statement, never a script), wrapped as a subquery and
-capped in rows. The caller's ``params`` are ``$1``…``$n``; the bucket is the last parameter.
+schema or public table is reachable — after ``bucket_sql_guard`` has refused, on Postgres's own
+parse tree, anything that would read the system catalogs (which every role can read, so other
+schemas' and tables' names would otherwise be listable), in a read-only transaction with a
+statement timeout, sent with the extended protocol (one statement, never a script), wrapped
+as a subquery and capped in rows. The caller's ``params`` are ``$1``…``$n``; the bucket is the
+last parameter.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from apps.jobs.actor.storage import StorageRunner
+from apps.jobs.services import bucket_sql_guard
 from apps.jobs.services.storage import check_storage_id
 from kody.errors import InvalidInput
 
@@ -37,9 +41,15 @@ def query(user_id: str, storage_id: str, sql: str, params: list[Any] | None = No
         raise InvalidInput(f"At most {MAX_PARAMS} params.", details={"maxParams": MAX_PARAMS})
     if "\x00" in sql:
         raise InvalidInput("The SQL holds a NUL character.")
-    rows = StorageRunner.call(
-        user_id, "bucket_rows", check_storage_id(storage_id), MAX_BUCKET_ENTRIES
-    )
+    storage_id = check_storage_id(storage_id)
+    try:
+        bucket_sql_guard.check(sql)
+    except bucket_sql_guard.Refused as exc:
+        raise QueryFailed(
+            f"storageQuery reads only its bucket: {str(exc)[:400]}",
+            details={"storageId": storage_id, "reason": "outside_bucket"},
+        ) from None
+    rows = StorageRunner.call(user_id, "bucket_rows", storage_id, MAX_BUCKET_ENTRIES)
     if len(rows) > MAX_BUCKET_ENTRIES:
         raise InvalidInput(
             f"storageQuery reads buckets of at most {MAX_BUCKET_ENTRIES} entries.",
@@ -52,6 +62,13 @@ def query(user_id: str, storage_id: str, sql: str, params: list[Any] | None = No
         f" AS t(key text, value jsonb)) SELECT to_jsonb(q) FROM ({sql}\n) AS q"
         f" LIMIT {MAX_ROWS + 1}"
     )
+    try:
+        bucket_sql_guard.check(text)  # the statement as sent, wrapper and all
+    except bucket_sql_guard.Refused as exc:
+        raise QueryFailed(
+            f"storageQuery reads only its bucket: {str(exc)[:400]}",
+            details={"storageId": storage_id, "reason": "outside_bucket"},
+        ) from None
     values = [_text(p) for p in params] + [bucket.encode()]
     try:
         # Everything below is undone on the way out (read-only, the role, the timeout): the

@@ -6,7 +6,9 @@ same user, token scopes, metering and write guard — except that admin capabili
 ``execute`` itself are unknown from code. ``fetch`` goes through ``kody.sandbox.netfetch``
 after the ``{{secret:name}}`` placeholders are filled, each only for a host in that secret's
 ``allowed_hosts``; every fetch is charged to ``outbound_fetches_per_day`` first. The filled
-values are scrubbed from what comes back and never appear in an error.
+values are scrubbed from what comes back and never appear in an error. A text body is filled
+like the URL and headers; a binary body (base64 on the channel) is sent as it is. Static
+``kody:@`` imports in ad hoc code are resolved by ``adhoc_imports`` before the code runs.
 """
 
 from __future__ import annotations
@@ -25,20 +27,21 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from apps.entitlements import services as entitlements
 from apps.entitlements.plans import Plan
+from apps.packages.services import adhoc_imports
 from apps.packages.services import secrets as secrets_service
 from kody.capabilities import Context, UnknownCapability, get, invoke
 from kody.errors import Forbidden, KodyError
 from kody.fetch import FetchRefused as NetRefused
 from kody.sandbox import netfetch
-from kody.sandbox.pool import ExecuteError, Limits, Outcome, pool
+from kody.sandbox.pool import Limits, Outcome, pool
 
 log = logging.getLogger(__name__)
-KODY_IMPORT = re.compile(r"""(?:\bimport\s*\(\s*|\bfrom\s*)["'`]kody:@""")
 PLACEHOLDER = re.compile(r"\{\{secret:([A-Za-z0-9_.:-]{1,255})\}\}")
 NOT_FROM_CODE = frozenset({"execute"})
 MAX_CODE_CHARS = 200_000
 FETCH_MAX_BYTES = 5_000_000
 FETCH_TIMEOUT_SECONDS = 10.0
+FETCH_MAX_BODY_BYTES = Limits().max_request_bytes  # a request body, text or bytes
 
 # Per-plan defaults (documented in docs/architecture.md): wall seconds, V8 heap MB.
 PLAN_LIMITS: dict[str, tuple[float, int]] = {
@@ -88,11 +91,18 @@ class Bridge:
             raise FetchRefused("fetch needs a URL string and plain headers.")
         host = (urlsplit(url).hostname or "").lower()
         filled: list[str] = []
+        if message.get("bodyTooLarge"):
+            raise FetchRefused(
+                f"A fetch body may be at most {FETCH_MAX_BODY_BYTES} bytes.",
+                details={"maxBytes": FETCH_MAX_BODY_BYTES},
+            )
+        # Placeholders are filled in the URL, headers and a text body; bytes go as they are.
+        raw = _binary_body(message.get("bodyBase64"))
         request = netfetch.Request(
             method=str(method),
             url=self._fill(url, host, filled),
             headers={str(k): self._fill(str(v), host, filled) for k, v in headers.items()},
-            body=self._fill(body, host, filled).encode() if isinstance(body, str) else None,
+            body=self._fill(body, host, filled).encode() if isinstance(body, str) else raw,
             secret_headers=frozenset(
                 k.lower() for k, v in headers.items() if PLACEHOLDER.search(str(v))
             ),
@@ -132,6 +142,20 @@ class Bridge:
         return PLACEHOLDER.sub(one, text)
 
 
+def _binary_body(encoded: Any) -> bytes | None:
+    if encoded is None:
+        return None
+    if not isinstance(encoded, str) or len(encoded) > FETCH_MAX_BODY_BYTES * 4 // 3 + 4:
+        raise FetchRefused(
+            f"A fetch body may be at most {FETCH_MAX_BODY_BYTES} bytes.",
+            details={"maxBytes": FETCH_MAX_BODY_BYTES},
+        )
+    try:
+        return base64.b64decode(encoded, validate=True)
+    except ValueError:
+        raise FetchRefused("The fetch body did not arrive whole.") from None
+
+
 def _resolver() -> dict[str, Any]:
     # Tests that need a local server set this; the refusal tests run without it.
     allow = getattr(settings, "KODY_EXECUTE_FETCH_ALLOW", None)
@@ -165,14 +189,8 @@ def execute(ctx: Context, code: str, params: Any = None) -> dict[str, Any]:
     """Run ad hoc code as ``ctx``: charged once, bound to storage ``exec:{uuid}``."""
     if len(code) > MAX_CODE_CHARS:
         raise Forbidden("The code is too long.", details={"maxChars": MAX_CODE_CHARS})
-    if KODY_IMPORT.search(code):
-        # Imports of packages are pinned when a package publishes; ad hoc code has no publish.
-        raise ExecuteError(
-            'Ad hoc code cannot import "kody:@…" packages: put the code in a package whose '
-            'module imports it statically (`import { x } from "kody:@scope/name"`), or call '
-            "its export with an invocation token.",
-            details={"name": "ImportError"},
-        )
+    # Static kody:@ imports resolve in the caller's account to the current published bundles.
+    code, _imports = adhoc_imports.resolve(ctx.user_id, code)
     run_id = str(uuid.uuid4())
     entitlements.consume(ctx.user_id, "execute_calls_per_day", key=f"execute:{run_id}")
     outcome = run_code(ctx, code, params, run_id=run_id, storage_id=f"exec:{run_id}")

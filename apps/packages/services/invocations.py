@@ -15,9 +15,12 @@ import json
 import secrets
 from typing import Any
 
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.accounts.models import User
+from apps.entitlements import services as entitlements
 from apps.packages.models import PackageInvocationToken, SavedPackage
 from apps.packages.services import exports, run_history
 from apps.packages.services.packages import invocation_token, owned, token_json
@@ -31,6 +34,12 @@ MAX_BODY = 1_000_000
 class TokenNotAllowed(Forbidden):
     code = "invocation_token_not_allowed"
     message = "This invocation token does not allow that export."
+
+
+class InvocationTokenLimit(KodyError):
+    code = "invocation_token_limit"
+    status = 429
+    message = "You hold as many live invocation tokens as your plan allows; revoke one first."
 
 
 class InvocationInProgress(Conflict):
@@ -47,16 +56,36 @@ def create(
 ) -> dict[str, Any]:
     package = owned(user_id, package_id)
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    row = PackageInvocationToken.objects.create(
-        user_id=user_id,
-        package_id=package.id,
-        name=name,
-        token_hash=_hash(raw),
-        package_ids_json=[package.id],
-        package_kody_ids_json=[package.kody_id] if package.kody_id else [],
-        export_names_json=sorted(set(export_names or [])),
-    )
+    with transaction.atomic():
+        # One writer per person at a time, so parallel creates cannot each count one short.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                [f"kody:invocation-tokens:{user_id}"],
+            )
+        limit = token_limit(user_id)
+        live = PackageInvocationToken.objects.filter(
+            user_id=user_id, revoked_at__isnull=True
+        ).count()
+        if live >= limit:
+            raise InvocationTokenLimit(details={"limit": limit, "used": live})
+        row = PackageInvocationToken.objects.create(
+            user_id=user_id,
+            package_id=package.id,
+            name=name,
+            token_hash=_hash(raw),
+            package_ids_json=[package.id],
+            package_kody_ids_json=[package.kody_id] if package.kody_id else [],
+            export_names_json=sorted(set(export_names or [])),
+        )
     return {"token": token_json(row), "secret": raw}
+
+
+def token_limit(user_id: str) -> int:
+    """How many live (unrevoked) invocation tokens the person's plan allows."""
+    limits: dict[str, int] = settings.KODY_INVOCATION_TOKEN_LIMITS
+    plan = str(entitlements.cached_plan(user_id))
+    return int(limits.get(plan, limits["free"]))
 
 
 def revoke(user_id: str, token_id: str) -> dict[str, Any]:
