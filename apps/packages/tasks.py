@@ -19,7 +19,9 @@ def drain_search_index_debt(user_id: str | None = None) -> int:
 CODEMOD_SLICE_SECONDS = 240
 
 
-@shared_task(name="packages.process_codemod_run", queue="default", acks_late=True, ignore_result=True)
+@shared_task(
+    name="packages.process_codemod_run", queue="default", acks_late=True, ignore_result=True
+)
 def process_codemod_run(run_id: str) -> str:
     """Work a codemod run for one slice, then hand the rest to a fresh task; the
     ``codemod_runs`` lane picks up a run whose worker was lost."""

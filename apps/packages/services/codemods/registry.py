@@ -88,7 +88,9 @@ class ExplicitCategory(Codemod):
         return {**files, "package.json": out.encode("utf-8")}
 
 
-SPECIFIER_IN_CODE = re.compile(r"""(["'])kody:(@[a-z0-9][a-z0-9_-]*/[a-z0-9][a-z0-9._-]*)(/[A-Za-z0-9._/-]+)?\1""")
+SPECIFIER_IN_CODE = re.compile(
+    r"""(["'])kody:(@[a-z0-9][a-z0-9_-]*/[a-z0-9][a-z0-9._-]*)(/[A-Za-z0-9._/-]+)?\1"""
+)
 
 
 class FollowRenamedImports(Codemod):

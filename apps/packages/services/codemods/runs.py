@@ -23,8 +23,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from apps.packages.models import EntitySource, PackageCodemodRun, PackageCodemodRunItem
-from apps.packages.models import SavedPackage
+from apps.packages.models import (
+    EntitySource,
+    PackageCodemodRun,
+    PackageCodemodRunItem,
+    SavedPackage,
+)
 from apps.packages.models.codemods import CodemodMode
 from apps.packages.services.codemods import registry
 from apps.packages.services.git import Author, commit_files, head, read_tree
@@ -316,9 +320,7 @@ def _publish_item(
     owner = User.objects.get(stable_user_id=item.user_id)
     # The owner's write lease, as for any write to their account: refused once deleting.
     with account_policy().write_guard(owner, "codemod:publish"):
-        commit = commit_files(
-            source.repo_id, files, parent=parent, message=message, author=AUTHOR
-        )
+        commit = commit_files(source.repo_id, files, parent=parent, message=message, author=AUTHOR)
         result = publish(owner, source, package, commit, ref_update=(HEAD_REF, parent, commit))
     item.check_summary_json = {
         "status": result.status,
