@@ -329,3 +329,36 @@ def test_follow_renames_rewrites_old_specifiers_to_the_current_name(owner):
     assert out["README.md"] == files["README.md"]
     # Another owner's redirects are not theirs to follow.
     assert not registry.get("kody-import-follow-renames").for_owner("someone-else").applies(files)
+
+
+RUN_JSON = "/admin/packages/packagecodemodrun/run.json"
+STOP_JSON = "/admin/packages/packagecodemodrun/run/stop.json"
+
+
+def test_admin_console_starts_reads_and_stops_runs_for_operators_only(
+    as_owner, operator_client, owner_client
+):
+    bare = save(as_owner, doc_package("ada", "notes"))
+    body = {"mode": "dry_run", "codemodId": CATEGORY, "packageIds": [bare["id"]]}
+    # A person is sent to the admin login; nothing starts.
+    refused = owner_client.post(RUN_JSON, body, content_type="application/json")
+    assert refused.status_code == 302 and not PackageCodemodRun.objects.exists()
+
+    started = operator_client.post(RUN_JSON, body, content_type="application/json")
+    assert started.status_code == 200, started.content
+    run_id = started.json()["run"]["id"]
+    assert ("adminPackageCodemodDryRun", "success") in AuditEvent.objects.values_list(
+        "action", "result"
+    )
+    got = operator_client.get(RUN_JSON, {"id": run_id}).json()
+    assert [i["status"] for i in got["items"]] == ["would_change"]
+    bad = operator_client.post(RUN_JSON, {"mode": "explode"}, content_type="application/json")
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_input"
+
+    pending = runs.start(CATEGORY, "apply", initiated_by="op", scope_user_id=None)
+    stopped = operator_client.post(STOP_JSON, {"id": pending.id}, content_type="application/json")
+    assert stopped.status_code == 200 and stopped.json()["run"]["status"] == "stopped"
+    assert "codemodRunStop:intent" in AuditEvent.objects.values_list("action", flat=True)
+    assert owner_client.post(STOP_JSON, {"id": pending.id}).status_code == 302
+    missing = operator_client.post(STOP_JSON, {"id": "nope"}, content_type="application/json")
+    assert missing.status_code == 404
