@@ -362,3 +362,34 @@ def test_admin_console_starts_reads_and_stops_runs_for_operators_only(
     assert owner_client.post(STOP_JSON, {"id": pending.id}).status_code == 302
     missing = operator_client.post(STOP_JSON, {"id": "nope"}, content_type="application/json")
     assert missing.status_code == 404
+
+
+def test_locked_packages_and_unpublished_branch_work_are_left_alone(as_owner, worker):
+    from apps.packages.services.git import commit_files, move_refs
+    from apps.packages.services.git.refs import HEAD_REF
+    from apps.packages.services.packages import _author
+
+    locked = save(as_owner, doc_package("ada", "locked"))
+    as_owner.call("packageUpdate", packageId=locked["id"], locked=True)
+    ahead = save(as_owner, doc_package("ada", "ahead"))
+    source, files = published(ahead["id"])
+    # A commit pushed to the branch but not published yet.
+    draft = commit_files(
+        source.repo_id,
+        {**files, "README.md": b"# ahead\n\nDraft.\n"},
+        parent=source.published_commit,
+        message="draft",
+        author=_author(as_owner.user),
+    )
+    move_refs(source.repo_id, [(HEAD_REF, source.published_commit, draft)])
+
+    run_id = worker(as_owner, "packageCodemodApply", codemodId=CATEGORY)["run"]["id"]
+    items = {i["packageId"]: i for i in as_owner.call("packageCodemodList", runId=run_id)["items"]}
+    assert (items[locked["id"]]["status"], items[locked["id"]]["error"]) == ("failed", "locked")
+    assert published(locked["id"])[0].published_commit == locked["publishedCommit"]
+    assert (items[ahead["id"]]["status"], items[ahead["id"]]["error"]) == (
+        "skipped",
+        "unpublished_changes",
+    )
+    assert head(source.repo_id) == draft
+    assert published(ahead["id"])[0].published_commit == ahead["publishedCommit"]
