@@ -249,8 +249,11 @@ def _settle(run: PackageCodemodRun, item: PackageCodemodRunItem, codemod: regist
         if package
         else None
     )
-    if package is None or source is None or not source.published_commit:
+    if package is None or source is None:
         item.status, item.error = SKIPPED, "package_gone"
+        return
+    if not source.published_commit:
+        item.status, item.error = SKIPPED, "not_published"
         return
     if run.mode == CodemodMode.REVERT:
         _revert_item(run, item, package, source)
