@@ -227,23 +227,6 @@ class WebhookEndpointAdmin(NoAddModelAdmin):
     search_fields = ("user_id", "package_id", "webhook_name")
 
 
-# --- codemods ----------------------------------------------------------------------------
-
-
-@admin.register(m.PackageCodemodRun)
-class PackageCodemodRunAdmin(ReadOnlyModelAdmin):
-    list_display = ("id", "codemod_id", "mode", "status", "initiated_by_user_id", "created_at")
-    list_filter = ("mode", "status")
-    search_fields = ("id", "codemod_id")
-
-
-@admin.register(m.PackageCodemodRunItem)
-class PackageCodemodRunItemAdmin(ReadOnlyModelAdmin):
-    list_display = ("run_id", "kody_id", "user_id", "status", "after_commit")
-    list_filter = ("status",)
-    search_fields = ("run_id", "user_id", "package_id")
-
-
 # --- runtime indexes (authoritative elsewhere) -------------------------------------------
 
 
@@ -285,4 +268,8 @@ class VectorEmbedFingerprintAdmin(ReadOnlyModelAdmin):
 
 
 # Platform apps, provider marks and the provider registry live in their own module.
-from apps.packages import integration_admin  # noqa: E402, F401
+# Codemod runs (tables, stop/resume, run.json and run/stop.json) too.
+from apps.packages import (  # noqa: E402, F401
+    codemod_admin,
+    integration_admin,
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from apps.packages.services import index_debt, memories, reconcile, retention
+from apps.packages.services.codemods import runs as codemod_runs_service
 from apps.packages.services.repo_sessions import cleanup as repo_session_cleanup_service
 from kody.lanes import Cadence, LaneRun, lane, retire
 from kody.retention import Policy, run_policies
@@ -67,3 +68,14 @@ def repo_session_cleanup(run: LaneRun) -> None:
 
 # Retired with the catalog cutover: the name stays so queued messages parse, and does nothing.
 retire("repo_session_index_backfill")
+
+
+@lane("codemod_runs", cadence=Cadence.EVERY_TICK, budget_seconds=60, batch_size=20)
+def codemod_runs(run: LaneRun) -> None:
+    """Codemod runs nobody is working on (a lost worker or a lost enqueue): continue their
+    pending items within the budget; a later tick goes on where this one stopped."""
+    for run_id in codemod_runs_service.stalled(limit=run.batch_size):
+        if run.out_of_time():
+            break
+        done = codemod_runs_service.process(run_id, should_stop=run.out_of_time)
+        run.record(1 if done.status == codemod_runs_service.COMPLETE else 0)

@@ -1,6 +1,7 @@
 """Capabilities of the packages domain; each module registers its group on import."""
 
 from apps.packages.capabilities import (
+    codemods,
     execute,
     guide,
     integrations,
@@ -22,6 +23,7 @@ from apps.packages.capabilities import (
 )
 
 __all__ = [
+    "codemods",
     "execute",
     "guide",
     "integrations",

@@ -1,0 +1,1 @@
+"""Codemods: source rewrites run over many packages through the one publish path."""
