@@ -6,8 +6,9 @@ is not found."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.accounts.page_writes import guarded_page_write
@@ -36,6 +37,25 @@ def _problem(request: HttpRequest, exc: KodyError, title: str) -> HttpResponse:
 def connector_list(request: HttpRequest) -> HttpResponse:
     connectors = remote_connectors.listing(_uid(request))
     return render(request, "packages/remote_connectors.html", {"connectors": connectors})
+
+
+@never_cache
+@login_required
+@require_GET
+def connector_list_json(request: HttpRequest) -> JsonResponse:
+    """What /account/remote-connectors shows; the shared secret is never in it."""
+    return JsonResponse({"connectors": remote_connectors.listing(_uid(request))})
+
+
+@never_cache
+@login_required
+@require_GET
+def connector_detail_json(request: HttpRequest, instance_id: str) -> JsonResponse:
+    try:
+        connector = remote_connectors.get(_uid(request), instance_id)
+    except KodyError as exc:
+        return JsonResponse({"error": exc.as_dict()}, status=exc.status)
+    return JsonResponse({"connector": connector})
 
 
 @login_required

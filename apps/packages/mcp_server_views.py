@@ -8,8 +8,9 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.accounts.page_writes import guarded_page_write
@@ -34,6 +35,27 @@ def _problem(request: HttpRequest, exc: KodyError, title: str) -> HttpResponse:
 def server_list(request: HttpRequest) -> HttpResponse:
     servers = mcp_servers.listing(_uid(request))
     return render(request, "packages/mcp_servers.html", {"servers": servers})
+
+
+@never_cache
+@login_required
+@require_GET
+def server_list_json(request: HttpRequest) -> JsonResponse:
+    """What /account/mcp-servers shows; no credential of any server is in it."""
+    return JsonResponse({"servers": mcp_servers.listing(_uid(request))})
+
+
+@never_cache
+@login_required
+@require_GET
+def server_detail_json(request: HttpRequest, server_id: str) -> JsonResponse:
+    uid = _uid(request)
+    try:
+        server = mcp_servers.get(uid, server_id)
+        tools = mcp_servers.tools(uid, server_id)
+    except KodyError as exc:
+        return JsonResponse({"error": exc.as_dict()}, status=exc.status)
+    return JsonResponse({"server": server, "tools": tools})
 
 
 @login_required

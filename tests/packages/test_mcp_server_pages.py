@@ -76,6 +76,22 @@ def test_the_outsider_sees_and_changes_nothing(outsider_client, server_id):
     assert row.enabled is True
 
 
+def test_the_json_twins_show_the_owners_servers_and_tools(owner_client, server_id):
+    listing = owner_client.get("/account/mcp-servers.json")
+    assert listing.status_code == 200 and listing["Content-Type"] == "application/json"
+    [server] = listing.json()["servers"]
+    assert server["id"] == server_id and server["name"] == "calc"
+    one = owner_client.get(f"/account/mcp-servers/{server_id}.json")
+    assert one.status_code == 200 and one.json()["server"]["status"] == "connected"
+    assert "add" in [t["name"] for t in one.json()["tools"]]
+
+
+def test_the_outsider_gets_no_json_of_the_owners_servers(outsider_client, server_id):
+    listing = outsider_client.get("/account/mcp-servers.json")
+    assert listing.status_code == 200 and listing.json() == {"servers": []}
+    assert outsider_client.get(f"/account/mcp-servers/{server_id}.json").status_code == 404
+
+
 def test_export_has_the_settings_and_no_hub_section(owner, server_id, remote):
     manifest = export.manifest(owner)
     page = export.section(owner, "d1_table", table="mcp_server_settings")

@@ -176,6 +176,28 @@ def test_the_outsider_sees_and_changes_nothing(outsider_client, as_outsider, own
     assert "/account/remote-connectors/home" not in listing
 
 
+def test_the_json_twins_show_the_owners_connector_and_never_the_secret(
+    owner_client, outsider_client, sockets, registered
+):
+    with sockets.websocket_connect("/@ada/connectors/home") as ws:
+        assert hello(ws)["type"] == "server.ack"
+        answer_tools(ws)
+        listing = owner_client.get("/account/remote-connectors.json")
+        one = owner_client.get("/account/remote-connectors/home.json")
+    assert listing.status_code == 200 and one.status_code == 200
+    [row] = listing.json()["connectors"]
+    assert row["instanceId"] == "home" and row["attached"] is True
+    assert one.json()["connector"]["instanceId"] == "home"
+    theirs = outsider_client.get("/account/remote-connectors.json")
+    assert theirs.status_code == 200 and theirs.json() == {"connectors": []}
+    missing = outsider_client.get("/account/remote-connectors/home.json")
+    assert missing.status_code == 404
+    for response in (listing, one, theirs, missing):
+        body = response.content.decode()
+        assert SECRET not in body and "session_token" not in body and "sessionToken" not in body
+        assert "sharedSecret" not in body and "encrypted" not in body
+
+
 def test_export_carries_sessions_without_secret_or_token_and_deletion_purges(
     sockets, owner, as_owner, registered
 ):
