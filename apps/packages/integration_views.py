@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from apps.accounts.models import PlatformProviderMark
 from apps.accounts.page_writes import guarded_page_write
 from apps.accounts.policy import write_guard
-from apps.packages.models import UserIntegration
+from apps.packages.models import SavedPackage, UserIntegration
 from apps.packages.services.integrations import (
     connections,
     flow,
@@ -190,7 +190,11 @@ def integration_detail(request: HttpRequest, name: str) -> HttpResponse:
         row = connections.get(uid, name)
     except KodyError as exc:
         return _problem(request, exc, "No such integration")
-    context = {"integration": connections.view(uid, row)}
+    packages = SavedPackage.objects.filter(user_id=uid).order_by("name").only("id", "name")
+    context = {
+        "integration": connections.view(uid, row),
+        "packages": [{"id": p.id, "name": p.name} for p in packages],
+    }
     return render(request, "packages/integration_detail.html", context)
 
 
@@ -199,6 +203,14 @@ def _post_detail(request: HttpRequest, uid: str, name: str) -> HttpResponse:
     if action == "delete":
         connections.delete(uid, name)
         return redirect("packages:integrations")
+    if action == "usage":
+        connections.set_usage(
+            uid,
+            name,
+            request.POST.get("usageMode", ""),
+            request.POST.getlist("allowedPackages")[: connections.MAX_ALLOWED_PACKAGES],
+        )
+        return redirect("packages:integration_detail", name=name)
     if action == "refresh":
         flow.refresh(uid, name)
         return redirect("packages:integration_detail", name=name)
