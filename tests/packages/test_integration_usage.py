@@ -138,7 +138,10 @@ def test_own_packages_mode_lets_your_packages_use_the_token(provider, ada):
     user, agent, client = ada
     mine = publish(agent, user, "mine", provider)
     connect(agent, client, name="hub", app=byo_app(provider), requiredHosts=[API_HOST])
-    assert UserIntegration.objects.get(user_id=user.stable_user_id).usage_mode in ("", "own-packages")
+    assert UserIntegration.objects.get(user_id=user.stable_user_id).usage_mode in (
+        "",
+        "own-packages",
+    )
     assert run(agent, mine) == {"status": 200}
 
 

@@ -164,7 +164,9 @@ def test_a_refused_live_token_is_refreshed_once_and_the_call_retried(
     [first] = list(provider.access_tokens)
     # Revoked at the provider long before its stated expiry: the server answers 401.
     provider.access_tokens.clear()
-    reply = as_owner.call("mcpServerCallTool", serverId=server_id, tool="add", arguments={"a": 1, "b": 2})
+    reply = as_owner.call(
+        "mcpServerCallTool", serverId=server_id, tool="add", arguments={"a": 1, "b": 2}
+    )
     assert reply["structuredContent"] == {"result": 3}
     assert sum(provider.refresh_uses.values()) == 1
     [second] = list(provider.access_tokens)

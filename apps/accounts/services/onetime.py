@@ -129,3 +129,10 @@ def spend_budget(kind: str, key: str, *, window_seconds: int) -> None:
         cache.incr(cache_key)
     except Exception:  # noqa: BLE001
         logger.warning("rate budget unavailable for %s", kind)
+
+
+def reset_budget(kind: str, key: str) -> None:
+    try:
+        cache.delete(_budget_key(kind, key))
+    except Exception:  # noqa: BLE001
+        logger.warning("rate budget unavailable for %s", kind)

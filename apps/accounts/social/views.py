@@ -33,12 +33,10 @@ def _start_allowed(request: HttpRequest) -> bool:
     budgets = []
     ip = client_ip(request)
     if ip:
-        budgets.append((f"ip:{ip}", getattr(settings, "KODY_SOCIAL_START_PER_IP", 60)))
+        budgets.append((f"ip:{ip}", settings.KODY_SOCIAL_START_PER_IP))
     session_key = request.session.session_key
     if session_key:
-        budgets.append(
-            (f"session:{session_key}", getattr(settings, "KODY_SOCIAL_START_PER_SESSION", 20))
-        )
+        budgets.append((f"session:{session_key}", settings.KODY_SOCIAL_START_PER_SESSION))
     allowed = [
         onetime.within_budget(
             "social-start", key, limit=int(limit), window_seconds=START_WINDOW_SECONDS

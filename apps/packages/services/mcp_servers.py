@@ -14,8 +14,8 @@ import hmac
 import json
 import re
 import uuid
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -226,7 +226,9 @@ def _authorized(user_id: str, row: McpServerSetting, work: Callable[[Any], T]) -
 def reconnect(user_id: str, server_id: str) -> dict[str, Any]:
     row = _setting(user_id, server_id)
     try:
-        probe = _connected(_authorized(user_id, row, lambda a: mcp_client.describe(row.url, a)), None)
+        probe = _connected(
+            _authorized(user_id, row, lambda a: mcp_client.describe(row.url, a)), None
+        )
     except mcp_client.RemoteFailure as failure:
         probe = _probe_of(failure)
     except AuthorizationPending:

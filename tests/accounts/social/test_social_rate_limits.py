@@ -43,9 +43,7 @@ def test_starts_from_one_session_are_limited(fake: OAuthProviderFake, settings):
     assert browser.get("/auth/google").status_code == 429  # the budget is not per provider
 
 
-def test_linking_from_the_connections_page_is_limited_too(
-    fake: OAuthProviderFake, owner, settings
-):
+def test_linking_from_the_connections_page_is_limited_too(fake: OAuthProviderFake, owner, settings):
     settings.KODY_SOCIAL_START_PER_IP = 2
     settings.KODY_SOCIAL_START_PER_SESSION = 100
     browser = Client(REMOTE_ADDR=fresh_address())

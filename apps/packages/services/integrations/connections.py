@@ -21,7 +21,6 @@ from apps.packages.services.integrations import oauth_apps, platform_apps, rules
 from apps.packages.services.integrations.client import OAuthApp
 from kody.errors import InvalidInput, NotFound
 
-
 MAX_ALLOWED_PACKAGES = 100
 
 
@@ -208,9 +207,7 @@ def write(user_id: str, planned: Plan, app_fields: Mapping[str, Any] | None) -> 
     return row
 
 
-def set_usage(
-    user_id: str, name: str, usage_mode: Any, package_ids: Any
-) -> UserIntegration:
+def set_usage(user_id: str, name: str, usage_mode: Any, package_ids: Any) -> UserIntegration:
     """The owner, on the integration's page: who may use the tokens, applied to the token
     secrets at once."""
     mode = rules.usage_mode(usage_mode)

@@ -22,8 +22,9 @@ from django.utils import timezone
 from apps.packages.models import SecretEntry, UserIntegration
 from apps.packages.services import secrets
 
-
-TOKEN_SECRET_RE = re.compile(r"^integration\.([A-Za-z0-9][A-Za-z0-9_-]{0,63})\.(?:access|refresh)_token$")
+TOKEN_SECRET_RE = re.compile(
+    r"^integration\.([A-Za-z0-9][A-Za-z0-9_-]{0,63})\.(?:access|refresh)_token$"
+)
 EXCLUSIVE_MODE = "allowed-packages"
 
 
