@@ -294,9 +294,7 @@ def test_an_outsiders_secret_of_that_name_does_not_count(as_owner, outsider, spe
     assert [w["code"] for w in saved["warnings"]] == ["openapi_secret_missing"]
 
 
-def test_refresh_takes_the_specs_new_server_unless_the_base_url_was_given(
-    as_owner, owner, specs
-):
+def test_refresh_takes_the_specs_new_server_unless_the_base_url_was_given(as_owner, owner, specs):
     url = specs.put_json("/petstore.json", petstore())
     as_owner.call("openapiBindingSave", name="pets", specUrl=url)
     as_owner.call(
