@@ -30,7 +30,7 @@ from apps.packages.services.integrations import (
     registry,
 )
 from kody.blobs.buckets import bucket
-from kody.errors import KodyError
+from kody.errors import InvalidInput, KodyError
 
 log = logging.getLogger(__name__)
 APP_FIELDS = (
@@ -109,14 +109,43 @@ def integration_list_json(request: HttpRequest) -> JsonResponse:
 
 @never_cache
 @login_required
-@require_GET
+@require_http_methods(["GET", "POST"])
 def integration_detail_json(request: HttpRequest, name: str) -> JsonResponse:
+    """GET: the integration. POST (``action`` as on the page: ``usage`` with ``usageMode`` and
+    ``allowedPackages``, ``refresh``, ``reconnect`` — answers ``authorizeUrl`` —, ``delete``)."""
     uid = _uid(request)
     try:
+        if request.method == "POST":
+            with write_guard(request.user, "ui:integration_json"):
+                answer = _json_action(request, uid, name)
+            if answer is not None:
+                return JsonResponse(answer)
         row = connections.get(uid, name)
     except KodyError as exc:
         return _json_problem(exc)
     return JsonResponse({"integration": connections.view(uid, row)})
+
+
+def _json_action(request: HttpRequest, uid: str, name: str) -> dict[str, Any] | None:
+    action = request.POST.get("action")
+    if action == "delete":
+        connections.delete(uid, name)
+        return {"deleted": True, "name": name}
+    if action == "usage":
+        packages = request.POST.getlist("allowedPackages")[: connections.MAX_ALLOWED_PACKAGES]
+        connections.set_usage(uid, name, request.POST.get("usageMode", ""), packages)
+    elif action == "refresh":
+        flow.refresh(uid, name)
+    elif action == "reconnect":
+        row = connections.get(uid, name)
+        started = flow.begin(uid, row, connections.app_of(uid, row))
+        return {"authorizeUrl": started.authorize_url}
+    else:
+        raise InvalidInput(
+            "action must be one of: usage, refresh, reconnect, delete.",
+            details={"field": "action"},
+        )
+    return None
 
 
 @never_cache

@@ -252,6 +252,26 @@ def test_an_outsiders_json_twins_show_nothing_of_the_owners(outsider_client, con
         _no_secret_values(response.content, provider)
 
 
+def test_the_json_post_twin_changes_the_owners_integration_only(
+    owner_client, outsider_client, owner, connected, provider
+):
+    path = "/account/integrations/hub.json"
+    refused = outsider_client.post(path, {"action": "usage", "usageMode": "allowed-packages"})
+    assert refused.status_code == 404
+    assert outsider_client.post(path, {"action": "delete"}).status_code == 404
+    row = UserIntegration.objects.get(user_id=owner.stable_user_id, name="hub")
+    assert row.usage_mode in ("", "own-packages")
+    changed = owner_client.post(path, {"action": "usage", "usageMode": "allowed-packages"})
+    assert changed.status_code == 200
+    assert changed.json()["integration"]["usageMode"] == "allowed-packages"
+    again = owner_client.post(path, {"action": "reconnect"})
+    assert again.json()["authorizeUrl"].startswith(provider.url("/authorize"))
+    assert owner_client.post(path, {"action": "what"}).status_code == 422
+    _no_secret_values(changed.content + again.content, provider)
+    assert owner_client.post(path, {"action": "delete"}).json() == {"deleted": True, "name": "hub"}
+    assert not UserIntegration.objects.filter(user_id=owner.stable_user_id).exists()
+
+
 def test_the_json_twins_need_a_signed_in_person(client):
     for path in (
         "/account/integrations.json",

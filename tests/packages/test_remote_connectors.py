@@ -208,6 +208,21 @@ def test_the_json_twins_show_the_owners_connector_and_never_the_secret(
         assert "sharedSecret" not in body and "encrypted" not in body
 
 
+def test_the_json_post_twin_changes_the_owners_connector_only(
+    owner_client, outsider_client, registered
+):
+    path = "/account/remote-connectors/home.json"
+    assert outsider_client.post(path, {"action": "detach"}).status_code == 404
+    assert RemoteConnectorSetting.objects.get(id=registered.id).attached is True
+    changed = owner_client.post(path, {"action": "detach"})
+    assert changed.status_code == 200 and changed.json()["connector"]["attached"] is False
+    rotated = owner_client.post(path, {"action": "secret", "sharedSecret": "x" * 40})
+    assert rotated.status_code == 200 and "x" * 40 not in rotated.content.decode()
+    assert owner_client.post(path, {"action": "nope"}).status_code == 422
+    assert owner_client.post(path, {"action": "remove"}).status_code == 200
+    assert not RemoteConnectorSetting.objects.filter(id=registered.id).exists()
+
+
 def test_export_carries_sessions_without_secret_or_token_and_deletion_purges(
     sockets, owner, as_owner, registered
 ):
