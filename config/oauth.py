@@ -15,6 +15,9 @@ KODY_OAUTH_REFRESH_REUSE_SECONDS = envint("KODY_OAUTH_REFRESH_REUSE_SECONDS", 12
 KODY_MCP_INSTRUCTIONS = "apps.packages.services.mcp_instructions.initialize_text"
 # Open client registration (RFC 7591), per client address and hour.
 KODY_OAUTH_REGISTRATIONS_PER_HOUR = envint("KODY_OAUTH_REGISTRATIONS_PER_HOUR", 30)
+# /auth/<provider> starts per client address and per session, in 10 minutes.
+KODY_SOCIAL_START_PER_IP = envint("KODY_SOCIAL_START_PER_IP", 60)
+KODY_SOCIAL_START_PER_SESSION = envint("KODY_SOCIAL_START_PER_SESSION", 20)
 # The toolkit's own models, named so migrations that point at them resolve (not swapped).
 OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
 OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"

@@ -398,6 +398,8 @@ from config.oauth import (  # noqa: E402, F401  (settings are read by name)
     KODY_OAUTH_REFRESH_REUSE_SECONDS,
     KODY_OAUTH_REGISTRATIONS_PER_HOUR,
     KODY_SOCIAL_PROVIDERS,
+    KODY_SOCIAL_START_PER_IP,
+    KODY_SOCIAL_START_PER_SESSION,
     OAUTH2_PROVIDER,
     OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL,
     OAUTH2_PROVIDER_APPLICATION_MODEL,
@@ -406,6 +408,12 @@ from config.oauth import (  # noqa: E402, F401  (settings are read by name)
     OAUTH2_PROVIDER_ID_TOKEN_MODEL,
     OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL,
 )
+
+# Failed remote-connector hellos per connector and per client address, in 15 minutes.
+KODY_CONNECTOR_HELLO_FAILURES_PER_CONNECTOR = envint(
+    "KODY_CONNECTOR_HELLO_FAILURES_PER_CONNECTOR", 10
+)
+KODY_CONNECTOR_HELLO_FAILURES_PER_IP = envint("KODY_CONNECTOR_HELLO_FAILURES_PER_IP", 30)
 
 # Hashed token storage plus a reuse window is safe here: the validator mints a sibling pair
 # instead of replaying the stored one (apps/accounts/oauth/validator.py).

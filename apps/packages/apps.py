@@ -26,3 +26,9 @@ class PackagesConfig(AppConfig):
             schema_count=ACTIVE_SESSIONS_SQL,
         )
         register_bucket_estimator("repo_session", workspace_bytes)
+
+        from apps.packages.services import secrets
+        from apps.packages.services.integrations.tokens import reserved_to_granted_packages
+
+        # An integration may reserve its tokens to the packages it names.
+        secrets.register_exclusive_grant_check(reserved_to_granted_packages)

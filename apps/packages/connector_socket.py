@@ -21,12 +21,14 @@ from typing import Any
 
 import anyio
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
 from django.utils import timezone
 from django_redis import get_redis_connection
 from starlette.types import ASGIApp, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from apps.accounts.services import onetime
 from apps.packages.actor.connector import RemoteConnectorSession
 from apps.packages.services import remote_connectors
 from apps.packages.services.remote_connectors import reply_key, requests_key
@@ -39,6 +41,38 @@ MAX_TOOLS = 200
 CALL_PREFIX = "kody-call-"
 REPLY_TTL_SECONDS = 60
 TOOL_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+# Failed hellos (wrong secret, unknown connector) are counted per connector and per client
+# address, as failed sign-ins are; once either budget is spent a hello is refused — even with
+# the right secret — until the window ends, so a shared secret cannot be guessed at speed.
+HELLO_WINDOW_SECONDS = 900
+RATE_LIMITED_CLOSE = 4429
+
+
+def _hello_budgets(username: str, instance: str, address: str) -> list[tuple[str, int]]:
+    return [
+        (
+            f"connector:{username.lower()}/{instance}",
+            int(settings.KODY_CONNECTOR_HELLO_FAILURES_PER_CONNECTOR),
+        ),
+        (
+            f"ip:{address}",
+            int(settings.KODY_CONNECTOR_HELLO_FAILURES_PER_IP),
+        ),
+    ]
+
+
+def _hello_refused_for_rate(budgets: list[tuple[str, int]]) -> bool:
+    return any(onetime.budget_spent("connector-hello", k, limit=n) for k, n in budgets)
+
+
+def _count_failed_hello(budgets: list[tuple[str, int]]) -> None:
+    for key, _ in budgets:
+        onetime.spend_budget("connector-hello", key, window_seconds=HELLO_WINDOW_SECONDS)
+
+
+def _reset_connector_budget(budgets: list[tuple[str, int]]) -> None:
+    # The connector's own budget starts over once it gets in; the address's does not.
+    onetime.reset_budget("connector-hello", budgets[0][0])
 
 
 def _in_db_thread(fn: Any) -> Any:
@@ -82,8 +116,11 @@ async def _receive(ws: WebSocket, seconds: float) -> dict[str, Any]:
     return message
 
 
-async def _refuse(ws: WebSocket, message: str, code: int) -> None:
-    await ws.send_text(json.dumps({"type": "server.error", "message": message}))
+async def _refuse(ws: WebSocket, message: str, code: int, error: str | None = None) -> None:
+    frame = {"type": "server.error", "message": message}
+    if error:
+        frame["code"] = error
+    await ws.send_text(json.dumps(frame))
     await ws.close(code=code)
 
 
@@ -109,13 +146,26 @@ async def serve(scope: Scope, receive: Receive, send: Send) -> None:
         if hello.get("type") != "connector.hello" or hello.get("connectorId") != instance:
             await _refuse(ws, "The first message is connector.hello for this connector.", 4400)
             return
+        client = scope.get("client") or ("unknown", 0)
+        budgets = _hello_budgets(username, instance, str(client[0]))
+        if await sync_to_async(_hello_refused_for_rate)(budgets):
+            await _refuse(
+                ws,
+                "Too many failed attempts for this connector or from this address; wait and "
+                "try again.",
+                RATE_LIMITED_CLOSE,
+                "rate_limited",
+            )
+            return
         secret = hello.get("sharedSecret")
         uid = None
         if isinstance(secret, str) and len(secret) <= 256:
             uid = await _in_db_thread(remote_connectors.authenticate)(username, instance, secret)
         if uid is None:
+            await sync_to_async(_count_failed_hello)(budgets)
             await _refuse(ws, "Unknown connector or wrong shared secret.", 4401)
             return
+        await sync_to_async(_reset_connector_budget)(budgets)
         await ws.send_text(json.dumps({"type": "server.ack", "connectorId": instance}))
         await _session(ws, uid, instance)
     except (WebSocketDisconnect, TimeoutError, ValueError):

@@ -5,14 +5,18 @@ is not found."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.accounts.page_writes import guarded_page_write
+from apps.accounts.policy import write_guard
 from apps.packages.services import remote_connectors
-from kody.errors import KodyError
+from kody.errors import InvalidInput, KodyError
 
 FLAGS = {
     "attach": {"attached": True},
@@ -36,6 +40,50 @@ def _problem(request: HttpRequest, exc: KodyError, title: str) -> HttpResponse:
 def connector_list(request: HttpRequest) -> HttpResponse:
     connectors = remote_connectors.listing(_uid(request))
     return render(request, "packages/remote_connectors.html", {"connectors": connectors})
+
+
+@never_cache
+@login_required
+@require_GET
+def connector_list_json(request: HttpRequest) -> JsonResponse:
+    """What /account/remote-connectors shows; the shared secret is never in it."""
+    return JsonResponse({"connectors": remote_connectors.listing(_uid(request))})
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def connector_detail_json(request: HttpRequest, instance_id: str) -> JsonResponse:
+    """GET: the connector. POST (``action`` as on the page; ``sharedSecret`` with ``secret``):
+    the change, answered with the connector as it is now (``remove``: what was removed)."""
+    uid = _uid(request)
+    try:
+        if request.method == "POST":
+            with write_guard(request.user, "ui:remote_connector_json"):
+                removed = _json_action(request, uid, instance_id)
+            if removed is not None:
+                return JsonResponse(removed)
+        connector = remote_connectors.get(uid, instance_id)
+    except KodyError as exc:
+        return JsonResponse({"error": exc.as_dict()}, status=exc.status)
+    return JsonResponse({"connector": connector})
+
+
+def _json_action(request: HttpRequest, uid: str, instance_id: str) -> dict[str, Any] | None:
+    action = request.POST.get("action", "")
+    if action == "remove":
+        return dict(remote_connectors.remove(uid, instance_id))
+    if action == "secret":
+        secret = request.POST.get("sharedSecret", "")[:300]
+        remote_connectors.update(uid, instance_id, secret=secret)
+    elif action in FLAGS:
+        remote_connectors.update(uid, instance_id, **FLAGS[action])
+    else:
+        raise InvalidInput(
+            "action must be one of: remove, secret, " + ", ".join(FLAGS) + ".",
+            details={"field": "action"},
+        )
+    return None
 
 
 @login_required

@@ -12,15 +12,16 @@ import logging
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_cache_control
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.accounts.models import PlatformProviderMark
 from apps.accounts.page_writes import guarded_page_write
 from apps.accounts.policy import write_guard
-from apps.packages.models import UserIntegration
+from apps.packages.models import SavedPackage, UserIntegration
 from apps.packages.services.integrations import (
     connections,
     flow,
@@ -29,7 +30,7 @@ from apps.packages.services.integrations import (
     registry,
 )
 from kody.blobs.buckets import bucket
-from kody.errors import KodyError
+from kody.errors import InvalidInput, KodyError
 
 log = logging.getLogger(__name__)
 APP_FIELDS = (
@@ -72,14 +73,96 @@ def integration_list(request: HttpRequest) -> HttpResponse:
             return _post_list(request, uid)
         except KodyError as exc:
             return _problem(request, exc, "Nothing was changed")
+    return render(request, "packages/integrations.html", _list_context(uid))
+
+
+def _list_context(uid: str) -> dict[str, Any]:
     rows = connections.list_rows(uid)
-    context = {
+    return {
         "integrations": [connections.view(uid, r) for r in rows],
         "apps": [oauth_apps.view(a) for a in oauth_apps.list_apps(uid)],
         "platform_apps": [platform_apps.view(a) for a in platform_apps.list_enabled()],
         "providers": registry.search("", limit=registry.MAX_RESULTS),
     }
-    return render(request, "packages/integrations.html", context)
+
+
+def _json_problem(exc: KodyError) -> JsonResponse:
+    return JsonResponse({"error": exc.as_dict()}, status=exc.status)
+
+
+@never_cache
+@login_required
+@require_GET
+def integration_list_json(request: HttpRequest) -> JsonResponse:
+    """What /account/integrations shows: connections, own apps, enabled platform apps and the
+    provider registry. Token and client-secret values are never in it."""
+    context = _list_context(_uid(request))
+    return JsonResponse(
+        {
+            "integrations": context["integrations"],
+            "apps": context["apps"],
+            "platformApps": context["platform_apps"],
+            "providers": context["providers"],
+        }
+    )
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def integration_detail_json(request: HttpRequest, name: str) -> JsonResponse:
+    """GET: the integration. POST (``action`` as on the page: ``usage`` with ``usageMode`` and
+    ``allowedPackages``, ``refresh``, ``reconnect`` — answers ``authorizeUrl`` —, ``delete``)."""
+    uid = _uid(request)
+    try:
+        if request.method == "POST":
+            with write_guard(request.user, "ui:integration_json"):
+                answer = _json_action(request, uid, name)
+            if answer is not None:
+                return JsonResponse(answer)
+        row = connections.get(uid, name)
+    except KodyError as exc:
+        return _json_problem(exc)
+    return JsonResponse({"integration": connections.view(uid, row)})
+
+
+def _json_action(request: HttpRequest, uid: str, name: str) -> dict[str, Any] | None:
+    action = request.POST.get("action")
+    if action == "delete":
+        connections.delete(uid, name)
+        return {"deleted": True, "name": name}
+    if action == "usage":
+        packages = request.POST.getlist("allowedPackages")[: connections.MAX_ALLOWED_PACKAGES]
+        connections.set_usage(uid, name, request.POST.get("usageMode", ""), packages)
+    elif action == "refresh":
+        flow.refresh(uid, name)
+    elif action == "reconnect":
+        row = connections.get(uid, name)
+        started = flow.begin(uid, row, connections.app_of(uid, row))
+        return {"authorizeUrl": started.authorize_url}
+    else:
+        raise InvalidInput(
+            "action must be one of: usage, refresh, reconnect, delete.",
+            details={"field": "action"},
+        )
+    return None
+
+
+@never_cache
+@login_required
+@require_GET
+def oauth_app_detail_json(request: HttpRequest, app_slug: str) -> JsonResponse:
+    uid = _uid(request)
+    try:
+        app = oauth_apps.get_app(uid, app_slug)
+    except KodyError as exc:
+        return _json_problem(exc)
+    return JsonResponse({"app": oauth_apps.view(app), "usedBy": _used_by(uid, app.slug)})
+
+
+def _used_by(uid: str, slug: str) -> list[str]:
+    rows = UserIntegration.objects.filter(user_id=uid, app_slug=slug).order_by("name")
+    return [r.name for r in rows]
 
 
 def _post_list(request: HttpRequest, uid: str) -> HttpResponse:
@@ -136,7 +219,11 @@ def integration_detail(request: HttpRequest, name: str) -> HttpResponse:
         row = connections.get(uid, name)
     except KodyError as exc:
         return _problem(request, exc, "No such integration")
-    context = {"integration": connections.view(uid, row)}
+    packages = SavedPackage.objects.filter(user_id=uid).order_by("name").only("id", "name")
+    context = {
+        "integration": connections.view(uid, row),
+        "packages": [{"id": p.id, "name": p.name} for p in packages],
+    }
     return render(request, "packages/integration_detail.html", context)
 
 
@@ -145,6 +232,14 @@ def _post_detail(request: HttpRequest, uid: str, name: str) -> HttpResponse:
     if action == "delete":
         connections.delete(uid, name)
         return redirect("packages:integrations")
+    if action == "usage":
+        connections.set_usage(
+            uid,
+            name,
+            request.POST.get("usageMode", ""),
+            request.POST.getlist("allowedPackages")[: connections.MAX_ALLOWED_PACKAGES],
+        )
+        return redirect("packages:integration_detail", name=name)
     if action == "refresh":
         flow.refresh(uid, name)
         return redirect("packages:integration_detail", name=name)
@@ -166,8 +261,7 @@ def oauth_app_detail(request: HttpRequest, app_slug: str) -> HttpResponse:
         app = oauth_apps.get_app(uid, app_slug)
     except KodyError as exc:
         return _problem(request, exc, "No such OAuth app")
-    used_by = UserIntegration.objects.filter(user_id=uid, app_slug=app.slug).order_by("name")
-    context = {"app": oauth_apps.view(app), "used_by": [r.name for r in used_by]}
+    context = {"app": oauth_apps.view(app), "used_by": _used_by(uid, app.slug)}
     return render(request, "packages/integration_app.html", context)
 
 

@@ -5,17 +5,19 @@ another person's server id is not found."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.accounts.page_writes import guarded_page_write
 from apps.accounts.policy import write_guard
 from apps.packages.services import mcp_servers
-from kody.errors import KodyError
+from kody.errors import InvalidInput, KodyError
 
 ACTIONS = ("reconnect", "refresh", "enable", "disable", "remove", "authorize")
 
@@ -34,6 +36,52 @@ def _problem(request: HttpRequest, exc: KodyError, title: str) -> HttpResponse:
 def server_list(request: HttpRequest) -> HttpResponse:
     servers = mcp_servers.listing(_uid(request))
     return render(request, "packages/mcp_servers.html", {"servers": servers})
+
+
+@never_cache
+@login_required
+@require_GET
+def server_list_json(request: HttpRequest) -> JsonResponse:
+    """What /account/mcp-servers shows; no credential of any server is in it."""
+    return JsonResponse({"servers": mcp_servers.listing(_uid(request))})
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def server_detail_json(request: HttpRequest, server_id: str) -> JsonResponse:
+    """GET: the server and its tools. POST (``action`` as on the page): the change, answered
+    with the server as it is now (``authorize`` answers the URL to open instead)."""
+    uid = _uid(request)
+    try:
+        if request.method == "POST":
+            with write_guard(request.user, "ui:mcp_server_json"):
+                answer = _json_action(uid, server_id, request.POST.get("action", ""))
+            if answer is not None:
+                return JsonResponse(answer)
+        server = mcp_servers.get(uid, server_id)
+        tools = mcp_servers.tools(uid, server_id)
+    except KodyError as exc:
+        return JsonResponse({"error": exc.as_dict()}, status=exc.status)
+    return JsonResponse({"server": server, "tools": tools})
+
+
+def _json_action(uid: str, server_id: str, action: str) -> dict[str, Any] | None:
+    if action not in ACTIONS:
+        raise InvalidInput(
+            "action must be one of: " + ", ".join(ACTIONS) + ".", details={"field": "action"}
+        )
+    if action == "remove":
+        return dict(mcp_servers.remove(uid, server_id))
+    if action == "authorize":
+        return {"authorizeUrl": mcp_servers.authorize_start(uid, server_id)}
+    if action == "reconnect":
+        mcp_servers.reconnect(uid, server_id)
+    elif action == "refresh":
+        mcp_servers.refresh(uid, server_id)
+    else:
+        mcp_servers.set_enabled(uid, server_id, action == "enable")
+    return None
 
 
 @login_required

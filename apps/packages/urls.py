@@ -58,14 +58,29 @@ urlpatterns = [
     # "openapi" (its pages live under /account/integrations/openapi…).
     path("account/integrations", integration_views.integration_list, name="integrations"),
     path(
+        "account/integrations.json",
+        integration_views.integration_list_json,
+        name="integrations_json",
+    ),
+    path(
         "account/integrations/callback",
         integration_views.integration_callback,
         name="integration_callback",
     ),
     path(
+        "account/integrations/apps/<slug:app_slug>.json",
+        integration_views.oauth_app_detail_json,
+        name="integration_app_json",
+    ),
+    path(
         "account/integrations/apps/<slug:app_slug>",
         integration_views.oauth_app_detail,
         name="integration_app",
+    ),
+    re_path(
+        r"^account/integrations/(?!openapi\.json$)(?P<name>[A-Za-z0-9][A-Za-z0-9_-]{0,63})\.json$",
+        integration_views.integration_detail_json,
+        name="integration_detail_json",
     ),
     re_path(
         r"^account/integrations/(?!openapi$)(?P<name>[A-Za-z0-9][A-Za-z0-9_-]{0,63})$",
@@ -85,11 +100,17 @@ urlpatterns = [
         name="repo_session_discard",
     ),
     path("account/mcp-servers", mcp_server_views.server_list, name="mcp_servers"),
+    path("account/mcp-servers.json", mcp_server_views.server_list_json, name="mcp_servers_json"),
     path("account/mcp-servers/new", mcp_server_views.server_new, name="mcp_server_new"),
     path(
         "account/mcp-servers/oauth/callback",
         mcp_server_views.oauth_callback,
         name="mcp_server_oauth_callback",
+    ),
+    path(
+        "account/mcp-servers/<str:server_id>.json",
+        mcp_server_views.server_detail_json,
+        name="mcp_server_json",
     ),
     path(
         "account/mcp-servers/<str:server_id>",
@@ -98,9 +119,19 @@ urlpatterns = [
     ),
     path("account/remote-connectors", connector_views.connector_list, name="remote_connectors"),
     path(
+        "account/remote-connectors.json",
+        connector_views.connector_list_json,
+        name="remote_connectors_json",
+    ),
+    path(
         "account/remote-connectors/new",
         connector_views.connector_new,
         name="remote_connector_new",
+    ),
+    path(
+        "account/remote-connectors/<str:instance_id>.json",
+        connector_views.connector_detail_json,
+        name="remote_connector_json",
     ),
     path(
         "account/remote-connectors/<str:instance_id>",

@@ -218,6 +218,77 @@ def test_the_page_creates_an_app_and_connects_through_it(owner_client, owner, pr
     )
 
 
+def _no_secret_values(body: bytes, provider: OAuthProviderFake) -> None:
+    values = [*provider.access_tokens, *provider.refresh_tokens, APP_SECRET]
+    assert values and not [v for v in values if v.encode() in body]
+
+
+def test_the_owners_json_twins_match_the_pages(owner_client, connected, provider):
+    listing = owner_client.get("/account/integrations.json")
+    assert listing.status_code == 200 and listing["Content-Type"] == "application/json"
+    body = listing.json()
+    assert [i["name"] for i in body["integrations"]] == ["hub"]
+    assert body["integrations"][0]["accessTokenSecret"] == "integration.hub.access_token"
+    assert [a["slug"] for a in body["apps"]] == ["fake"]
+    assert body["apps"][0]["hasClientSecret"] is True
+    assert "platformApps" in body and "providers" in body
+    one = owner_client.get("/account/integrations/hub.json")
+    assert one.status_code == 200 and one.json()["integration"]["status"] == "connected"
+    app = owner_client.get("/account/integrations/apps/fake.json")
+    assert app.status_code == 200 and app.json()["usedBy"] == ["hub"]
+    for response in (listing, one, app):
+        _no_secret_values(response.content, provider)
+
+
+def test_an_outsiders_json_twins_show_nothing_of_the_owners(outsider_client, connected, provider):
+    listing = outsider_client.get("/account/integrations.json")
+    assert listing.status_code == 200
+    assert listing.json()["integrations"] == [] and listing.json()["apps"] == []
+    one = outsider_client.get("/account/integrations/hub.json")
+    assert one.status_code == 404 and one.json()["error"]["code"] == "integration_not_found"
+    app = outsider_client.get("/account/integrations/apps/fake.json")
+    assert app.status_code == 404 and app.json()["error"]["code"] == "oauth_app_not_found"
+    for response in (listing, one, app):
+        _no_secret_values(response.content, provider)
+
+
+def test_the_json_post_twin_changes_the_owners_integration_only(
+    owner_client, outsider_client, owner, connected, provider
+):
+    path = "/account/integrations/hub.json"
+    refused = outsider_client.post(path, {"action": "usage", "usageMode": "allowed-packages"})
+    assert refused.status_code == 404
+    assert outsider_client.post(path, {"action": "delete"}).status_code == 404
+    row = UserIntegration.objects.get(user_id=owner.stable_user_id, name="hub")
+    assert row.usage_mode in ("", "own-packages")
+    changed = owner_client.post(path, {"action": "usage", "usageMode": "allowed-packages"})
+    assert changed.status_code == 200
+    assert changed.json()["integration"]["usageMode"] == "allowed-packages"
+    again = owner_client.post(path, {"action": "reconnect"})
+    assert again.json()["authorizeUrl"].startswith(provider.url("/authorize"))
+    assert owner_client.post(path, {"action": "what"}).status_code == 422
+    _no_secret_values(changed.content + again.content, provider)
+    assert owner_client.post(path, {"action": "delete"}).json() == {"deleted": True, "name": "hub"}
+    assert not UserIntegration.objects.filter(user_id=owner.stable_user_id).exists()
+
+
+def test_the_json_twins_need_a_signed_in_person(client):
+    for path in (
+        "/account/integrations.json",
+        "/account/integrations/hub.json",
+        "/account/integrations/apps/fake.json",
+    ):
+        assert client.get(path).status_code == 302
+
+
+def test_the_openapi_json_is_never_an_integration(owner_client):
+    from django.urls import resolve
+
+    from apps.packages import openapi_views
+
+    assert resolve("/account/integrations/openapi.json").func is openapi_views.binding_list_json
+
+
 def test_the_openapi_path_is_never_an_integration_name(owner_client):
     # /account/integrations/openapi… belongs to the OpenAPI bindings pages.
     from django.urls import resolve

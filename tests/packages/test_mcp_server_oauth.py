@@ -154,3 +154,41 @@ def test_eight_concurrent_callers_refresh_the_token_once(
     assert [r["structuredContent"]["result"] for r in replies] == [n + 1 for n in range(8)]
     assert sum(provider.refresh_uses.values()) == 1
     assert len(provider.access_tokens) == 1
+
+
+def test_a_refused_live_token_is_refreshed_once_and_the_call_retried(
+    owner_client, as_owner, provider, protected
+):
+    server_id, back = authorized(owner_client, as_owner, protected)
+    owner_client.get("/account/mcp-servers/oauth/callback", back)
+    [first] = list(provider.access_tokens)
+    # Revoked at the provider long before its stated expiry: the server answers 401.
+    provider.access_tokens.clear()
+    reply = as_owner.call(
+        "mcpServerCallTool", serverId=server_id, tool="add", arguments={"a": 1, "b": 2}
+    )
+    assert reply["structuredContent"] == {"result": 3}
+    assert sum(provider.refresh_uses.values()) == 1
+    [second] = list(provider.access_tokens)
+    assert second != first and protected.authorizations[-1] == f"Bearer {second}"
+    # The refreshed token was kept: refresh/reconnect work without another refresh.
+    assert as_owner.call("mcpServerRefresh", serverId=server_id)["server"]["status"] == "connected"
+    assert sum(provider.refresh_uses.values()) == 1
+
+
+def test_a_refused_token_that_cannot_be_refreshed_asks_for_authorization(
+    owner_client, as_owner, provider, protected
+):
+    server_id, back = authorized(owner_client, as_owner, protected)
+    owner_client.get("/account/mcp-servers/oauth/callback", back)
+    provider.access_tokens.clear()
+    provider.refresh_tokens.clear()  # the grant is gone at the provider
+    error = as_owner.error(
+        "mcpServerCallTool", 502, serverId=server_id, tool="add", arguments={"a": 1, "b": 2}
+    )
+    assert error["code"] == "mcp_server_auth_required"
+    assert provider.access_tokens == {}
+    refreshes = [r for r in provider.token_requests if r["grant_type"] == "refresh_token"]
+    assert len(refreshes) == 1  # one refresh attempt, not a loop
+    server = as_owner.call("mcpServerRefresh", serverId=server_id)["server"]
+    assert server["status"] == "auth_required" and server["authorizePage"]

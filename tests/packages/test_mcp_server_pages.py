@@ -76,6 +76,37 @@ def test_the_outsider_sees_and_changes_nothing(outsider_client, server_id):
     assert row.enabled is True
 
 
+def test_the_json_twins_show_the_owners_servers_and_tools(owner_client, server_id):
+    listing = owner_client.get("/account/mcp-servers.json")
+    assert listing.status_code == 200 and listing["Content-Type"] == "application/json"
+    [server] = listing.json()["servers"]
+    assert server["id"] == server_id and server["name"] == "calc"
+    one = owner_client.get(f"/account/mcp-servers/{server_id}.json")
+    assert one.status_code == 200 and one.json()["server"]["status"] == "connected"
+    assert "add" in [t["name"] for t in one.json()["tools"]]
+
+
+def test_the_outsider_gets_no_json_of_the_owners_servers(outsider_client, server_id):
+    listing = outsider_client.get("/account/mcp-servers.json")
+    assert listing.status_code == 200 and listing.json() == {"servers": []}
+    assert outsider_client.get(f"/account/mcp-servers/{server_id}.json").status_code == 404
+
+
+def test_the_json_post_twin_changes_the_owners_server_only(
+    owner_client, outsider_client, server_id
+):
+    path = f"/account/mcp-servers/{server_id}.json"
+    refused = outsider_client.post(path, {"action": "disable"})
+    assert refused.status_code == 404 and refused.json()["error"]["code"]
+    assert McpServerSetting.objects.get(id=server_id).enabled is True
+    changed = owner_client.post(path, {"action": "disable"})
+    assert changed.status_code == 200 and changed.json()["server"]["enabled"] is False
+    bad = owner_client.post(path, {"action": "explode"})
+    assert bad.status_code == 422 and bad.json()["error"]["details"]["field"] == "action"
+    assert owner_client.post(path, {"action": "remove"}).status_code == 200
+    assert not McpServerSetting.objects.filter(id=server_id).exists()
+
+
 def test_export_has_the_settings_and_no_hub_section(owner, server_id, remote):
     manifest = export.manifest(owner)
     page = export.section(owner, "d1_table", table="mcp_server_settings")

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from apps.packages.models import UserOpenapiBinding, UserOpenapiBindingOperation
+from apps.packages.services import secrets
 from tests.packages.openapi_fakes import certificate, petstore, spec_server
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
@@ -263,3 +264,52 @@ def test_every_openapi_capability_has_an_isolation_test():
         "openapiSpecSummarize",
         "openapiClientScaffold",
     }
+
+
+def test_saving_with_a_secret_that_does_not_exist_warns(as_owner, owner, specs):
+    url = specs.put_json("/petstore.json", petstore())
+    auth = {"type": "bearer", "secretName": "PETS_TOKEN"}
+    saved = as_owner.call("openapiBindingSave", name="pets", specUrl=url, auth=auth)
+    [warning] = saved["warnings"]
+    assert warning["code"] == "openapi_secret_missing" and warning["secretName"] == "PETS_TOKEN"
+    assert rows(owner)[0] == ["pets"]  # saved all the same: the secret may come later
+    assert as_owner.call("openapiBindingRefresh", name="pets")["warnings"] == [warning]
+    secrets.set_many(
+        owner.stable_user_id,
+        [secrets.NewSecret(name="PETS_TOKEN", value="s3cr3t", allowed_hosts=["api.example.com"])],
+    )
+    again = as_owner.call("openapiBindingSave", name="pets", specUrl=url, auth=auth)
+    assert again["warnings"] == []
+    assert as_owner.call("openapiBindingSave", name="open", specUrl=url)["warnings"] == []
+
+
+def test_an_outsiders_secret_of_that_name_does_not_count(as_owner, outsider, specs):
+    url = specs.put_json("/petstore.json", petstore())
+    secrets.set_many(
+        outsider.stable_user_id,
+        [secrets.NewSecret(name="PETS_TOKEN", value="theirs", allowed_hosts=["api.example.com"])],
+    )
+    auth = {"type": "bearer", "secretName": "PETS_TOKEN"}
+    saved = as_owner.call("openapiBindingSave", name="pets", specUrl=url, auth=auth)
+    assert [w["code"] for w in saved["warnings"]] == ["openapi_secret_missing"]
+
+
+def test_refresh_takes_the_specs_new_server_unless_the_base_url_was_given(as_owner, owner, specs):
+    url = specs.put_json("/petstore.json", petstore())
+    as_owner.call("openapiBindingSave", name="pets", specUrl=url)
+    as_owner.call(
+        "openapiBindingSave", name="mine", specUrl=url, apiBaseUrl="https://proxy.example.org/v1"
+    )
+    specs.put_json("/petstore.json", petstore("https://api2.example.com/v2"))
+
+    moved = as_owner.call("openapiBindingRefresh", name="pets")
+    assert moved["apiBaseUrlChanged"] is True
+    assert moved["binding"]["apiBaseUrl"] == "https://api2.example.com/v2"
+    assert moved["binding"]["apiBaseUrlExplicit"] is False
+    kept = as_owner.call("openapiBindingRefresh", name="mine")
+    assert kept["apiBaseUrlChanged"] is False
+    assert kept["binding"]["apiBaseUrl"] == "https://proxy.example.org/v1"
+    stored = UserOpenapiBinding.objects.get(user_id=owner.stable_user_id, name="pets")
+    assert stored.api_base_url == "https://api2.example.com/v2"
+    # Unchanged spec: nothing moves.
+    assert as_owner.call("openapiBindingRefresh", name="pets")["apiBaseUrlChanged"] is False

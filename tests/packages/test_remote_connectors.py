@@ -6,6 +6,7 @@ or in an export; deletion purges the sessions."""
 from __future__ import annotations
 
 import json
+import secrets as pysecrets
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from starlette.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from apps.accounts.export import service as export
+from apps.accounts.services import onetime
 from apps.packages.actor.connector import RemoteConnectorSession
 from apps.packages.connector_socket import with_connectors
 from apps.packages.models import RemoteConnectorSetting
@@ -28,6 +30,14 @@ TOOLS = [
 
 async def _nothing(scope: Any, receive: Any, send: Any) -> None:
     raise AssertionError("only connector sockets are expected here")
+
+
+@pytest.fixture(autouse=True)
+def fresh_hello_budgets():
+    """Failed hellos are counted in Redis across tests; each test starts with none."""
+    keys = [f"connector:{who}" for who in ("ada/home", "ada/garage", "ben/home")]
+    for key in [*keys, "ip:testclient"]:
+        onetime.reset_budget("connector-hello", key)
 
 
 @pytest.fixture
@@ -176,6 +186,43 @@ def test_the_outsider_sees_and_changes_nothing(outsider_client, as_outsider, own
     assert "/account/remote-connectors/home" not in listing
 
 
+def test_the_json_twins_show_the_owners_connector_and_never_the_secret(
+    owner_client, outsider_client, sockets, registered
+):
+    with sockets.websocket_connect("/@ada/connectors/home") as ws:
+        assert hello(ws)["type"] == "server.ack"
+        answer_tools(ws)
+        listing = owner_client.get("/account/remote-connectors.json")
+        one = owner_client.get("/account/remote-connectors/home.json")
+    assert listing.status_code == 200 and one.status_code == 200
+    [row] = listing.json()["connectors"]
+    assert row["instanceId"] == "home" and row["attached"] is True
+    assert one.json()["connector"]["instanceId"] == "home"
+    theirs = outsider_client.get("/account/remote-connectors.json")
+    assert theirs.status_code == 200 and theirs.json() == {"connectors": []}
+    missing = outsider_client.get("/account/remote-connectors/home.json")
+    assert missing.status_code == 404
+    for response in (listing, one, theirs, missing):
+        body = response.content.decode()
+        assert SECRET not in body and "session_token" not in body and "sessionToken" not in body
+        assert "sharedSecret" not in body and "encrypted" not in body
+
+
+def test_the_json_post_twin_changes_the_owners_connector_only(
+    owner_client, outsider_client, registered
+):
+    path = "/account/remote-connectors/home.json"
+    assert outsider_client.post(path, {"action": "detach"}).status_code == 404
+    assert RemoteConnectorSetting.objects.get(id=registered.id).attached is True
+    changed = owner_client.post(path, {"action": "detach"})
+    assert changed.status_code == 200 and changed.json()["connector"]["attached"] is False
+    rotated = owner_client.post(path, {"action": "secret", "sharedSecret": "x" * 40})
+    assert rotated.status_code == 200 and "x" * 40 not in rotated.content.decode()
+    assert owner_client.post(path, {"action": "nope"}).status_code == 422
+    assert owner_client.post(path, {"action": "remove"}).status_code == 200
+    assert not RemoteConnectorSetting.objects.filter(id=registered.id).exists()
+
+
 def test_export_carries_sessions_without_secret_or_token_and_deletion_purges(
     sockets, owner, as_owner, registered
 ):
@@ -241,3 +288,36 @@ def test_calls_to_a_detached_or_absent_connector_are_refused(
     assert error["code"] == "remote_connector_detached"
     error = as_outsider.error("remoteConnectorCallTool", 404, instanceId="home", tool="lights_on")
     assert error["code"] == "remote_connector_not_found"
+
+
+def test_failed_hellos_are_rate_limited_per_connector_even_with_the_right_secret(
+    sockets, as_owner, registered, settings
+):
+    settings.KODY_CONNECTOR_HELLO_FAILURES_PER_CONNECTOR = 3
+    settings.KODY_CONNECTOR_HELLO_FAILURES_PER_IP = 100
+    for _ in range(3):
+        with sockets.websocket_connect("/@ada/connectors/home") as ws:
+            assert hello(ws, "wrong-secret-wrong-secret-wrong")["type"] == "server.error"
+    with sockets.websocket_connect("/@ada/connectors/home") as ws:
+        reply = hello(ws)  # the right secret, but the budget is spent
+        assert reply["type"] == "server.error" and reply["code"] == "rate_limited"
+        with pytest.raises(WebSocketDisconnect) as closed:
+            ws.receive_text()
+        assert closed.value.code == 4429
+    assert status(as_owner)[0]["connectedAt"] is None
+    assert SECRET not in json.dumps(reply)
+
+
+def test_failed_hellos_are_rate_limited_per_address(registered, settings):
+    settings.KODY_CONNECTOR_HELLO_FAILURES_PER_CONNECTOR = 100
+    settings.KODY_CONNECTOR_HELLO_FAILURES_PER_IP = 2
+    address = f"2001:db8::{pysecrets.token_hex(2)}"
+    guesser = TestClient(with_connectors(_nothing), client=(address, 50000))
+    for name in ("garage", "attic"):  # unknown connectors, each a failure from this address
+        with guesser.websocket_connect(f"/@ada/connectors/{name}") as ws:
+            assert hello(ws, SECRET, name)["type"] == "server.error"
+    with guesser.websocket_connect("/@ada/connectors/home") as ws:
+        assert hello(ws)["code"] == "rate_limited"
+    # Another address with the right secret still gets in.
+    with TestClient(with_connectors(_nothing)).websocket_connect("/@ada/connectors/home") as ws:
+        assert hello(ws) == {"type": "server.ack", "connectorId": "home"}

@@ -91,10 +91,48 @@ def mail_after_commit(
 
 
 def within_hourly_budget(kind: str, key: str) -> bool:
-    cache_key = f"identity:{kind}:{audit.keyed_hash(key)}"
+    return within_budget(kind, key, limit=MAIL_MAX_PER_HOUR, window_seconds=3600)
+
+
+def _budget_key(kind: str, key: str) -> str:
+    # Keyed hash: no address, username or session id sits in the cache in the clear.
+    return f"identity:{kind}:{audit.keyed_hash(key)}"
+
+
+def within_budget(kind: str, key: str, *, limit: int, window_seconds: int) -> bool:
+    """Count one attempt of ``kind`` by ``key``; False once more than ``limit`` were made in
+    the window that the first of them opened. A cache outage fails open."""
+    cache_key = _budget_key(kind, key)
     try:
-        cache.add(cache_key, 0, timeout=3600)
-        return int(cache.incr(cache_key)) <= MAIL_MAX_PER_HOUR
-    except Exception:  # noqa: BLE001 — a cache outage must not block account mail
-        logger.warning("mail budget unavailable for %s", kind)
+        cache.add(cache_key, 0, timeout=window_seconds)
+        return int(cache.incr(cache_key)) <= limit
+    except Exception:  # noqa: BLE001 — a cache outage must not block the request
+        logger.warning("rate budget unavailable for %s", kind)
         return True
+
+
+def budget_spent(kind: str, key: str, *, limit: int) -> bool:
+    """Whether ``key`` already used up its ``kind`` budget (failures counted with
+    ``spend_budget``), without counting this attempt — the sign-in pattern: only failures
+    count, and a spent budget refuses even a right answer."""
+    try:
+        return int(cache.get(_budget_key(kind, key)) or 0) >= limit
+    except Exception:  # noqa: BLE001
+        logger.warning("rate budget unavailable for %s", kind)
+        return False
+
+
+def spend_budget(kind: str, key: str, *, window_seconds: int) -> None:
+    cache_key = _budget_key(kind, key)
+    try:
+        cache.add(cache_key, 0, timeout=window_seconds)
+        cache.incr(cache_key)
+    except Exception:  # noqa: BLE001
+        logger.warning("rate budget unavailable for %s", kind)
+
+
+def reset_budget(kind: str, key: str) -> None:
+    try:
+        cache.delete(_budget_key(kind, key))
+    except Exception:  # noqa: BLE001
+        logger.warning("rate budget unavailable for %s", kind)

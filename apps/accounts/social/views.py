@@ -18,12 +18,39 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts import policy
 from apps.accounts.models import User
 from apps.accounts.page_writes import guarded_page_write
-from apps.accounts.services import social
+from apps.accounts.services import onetime, social
 from apps.accounts.services.sign_in_methods import sign_in_methods
 from apps.accounts.social import flow, providers
-from kody.errors import KodyError, NotFound
+from kody.errors import KodyError, NotFound, RateLimited
 
 PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
+# Each start stores a pending state and sends the browser to the provider: bounded per client
+# address and per session (operators tune the limits in settings).
+START_WINDOW_SECONDS = 600
+
+
+def _start_allowed(request: HttpRequest) -> bool:
+    budgets = []
+    ip = client_ip(request)
+    if ip:
+        budgets.append((f"ip:{ip}", settings.KODY_SOCIAL_START_PER_IP))
+    session_key = request.session.session_key
+    if session_key:
+        budgets.append((f"session:{session_key}", settings.KODY_SOCIAL_START_PER_SESSION))
+    allowed = [
+        onetime.within_budget(
+            "social-start", key, limit=int(limit), window_seconds=START_WINDOW_SECONDS
+        )
+        for key, limit in budgets
+    ]
+    return all(allowed)
+
+
+def _too_many_starts(request: HttpRequest, conf: providers.Provider) -> HttpResponse:
+    exc = RateLimited("Too many sign-in attempts from here. Wait a few minutes and try again.")
+    response = _problem(request, exc, f"Not signed in with {conf.label}")
+    response["Retry-After"] = str(START_WINDOW_SECONDS)
+    return response
 
 
 def client_ip(request: HttpRequest) -> str | None:
@@ -65,6 +92,8 @@ def start(request: HttpRequest, provider: str) -> HttpResponse:
             policy.assert_can_mutate(user)
         except KodyError as exc:
             return _problem(request, exc, f"{conf.label} not linked")
+        if not _start_allowed(request):
+            return _too_many_starts(request, conf)
         url = flow.begin(
             request,
             conf,
@@ -75,6 +104,8 @@ def start(request: HttpRequest, provider: str) -> HttpResponse:
         return HttpResponseRedirect(url)
     if user.is_authenticated:
         return redirect("accounts:connections")
+    if not _start_allowed(request):
+        return _too_many_starts(request, conf)
     next_url = _safe_next(request, settings.LOGIN_REDIRECT_URL)
     url = flow.begin(request, conf, intent="sign_in", user_id=None, next_url=next_url)
     return HttpResponseRedirect(url)

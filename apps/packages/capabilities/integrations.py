@@ -12,6 +12,7 @@ from apps.packages.services.integrations import (
     oauth_apps,
     platform_apps,
     registry,
+    rules,
 )
 from kody.capabilities import Context, capability
 from kody.capabilities.secrecy import SECRET
@@ -92,7 +93,19 @@ BY_NAME = {
                 "type": "array",
                 "items": {"type": "string", "minLength": 1, "maxLength": 64},
                 "maxItems": 100,
-                "description": "Saved packages granted the tokens besides your own packages.",
+                "description": (
+                    "Saved packages granted the tokens (besides your own packages in "
+                    "own-packages mode). A package added here is granted when you authorize; "
+                    "one left out loses the tokens at once."
+                ),
+            },
+            "usageMode": {
+                "type": "string",
+                "enum": list(rules.USAGE_MODES),
+                "description": (
+                    "own-packages (default): your own code and packages plus allowedPackages; "
+                    "allowed-packages: only the packages in allowedPackages."
+                ),
             },
         },
         "required": ["name"],

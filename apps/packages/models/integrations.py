@@ -125,6 +125,9 @@ class UserOpenapiBinding(models.Model):
     name = models.CharField(max_length=255)
     spec_url = models.TextField()
     api_base_url = models.TextField(blank=True, default="")
+    # True when the person gave apiBaseUrl: a refresh then keeps it rather than taking the
+    # spec's (possibly new) server URL.
+    api_base_url_explicit = models.BooleanField(default=False)
     description = models.TextField(blank=True, default="")
     # Auth *shape* (scheme, secret placeholder names) — never a credential value.
     auth_json = json_dict()

@@ -81,6 +81,38 @@ def load_fresh(user_id: str, server_id: str, url: str) -> Credentials:
     return creds
 
 
+def _access(creds: Credentials) -> str:
+    return str((creds.tokens or {}).get("access_token") or "")
+
+
+def refresh_after_refusal(user_id: str, server_id: str, url: str, used: Credentials) -> bool:
+    """The server answered 401 to the access token in ``used`` (revoked, or expired before its
+    stated lifetime): refresh it once, under the same lock as ``load_fresh``. True when the
+    stored credentials now hold another access token (this caller's refresh or one that
+    finished while it waited), so the request is worth one more try."""
+    held = _access(used)
+    if not held or not (used.tokens or {}).get("refresh_token"):
+        return False
+    key = f"mcp-oauth-refresh:{user_id}:{server_id}"
+    with cache.lock(key, timeout=REFRESH_LOCK_SECONDS, blocking_timeout=REFRESH_LOCK_SECONDS):
+        creds = load(user_id, server_id)
+        if _access(creds) and _access(creds) != held:
+            return True
+        if not (creds.tokens or {}).get("refresh_token"):
+            return False
+        # The server says the token is no good: treat it as expired so the SDK refreshes it
+        # before sending (an expiry of 0 would read as "never expires").
+        creds.expires_at = 1.0
+        auth = provider(url, creds)
+        try:
+            mcp_client.describe(url, auth)
+        except (mcp_client.RemoteFailure, AuthorizationPending):
+            pass  # the retried request reports the state of things
+        finally:
+            persist(user_id, server_id, creds, auth)
+        return bool(_access(creds)) and _access(creds) != held
+
+
 def provider(url: str, creds: Credentials, **flow: Any) -> KodyOAuth | None:
     """The SDK's OAuth provider over ``creds``; None for a server never authorized (and not
     being authorized now), which is then called without OAuth."""

@@ -14,8 +14,9 @@ import hmac
 import json
 import re
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx2
@@ -35,6 +36,7 @@ from kody.fetch import FetchRefused, resolve_checked
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$")
 MAX_URL = 2048
 AUTHORIZE_WINDOW = timedelta(minutes=15)
+T = TypeVar("T")
 
 
 class UrlInvalid(InvalidInput):
@@ -193,32 +195,66 @@ def tools(user_id: str, server_id: str) -> list[dict[str, Any]]:
     return cached
 
 
-def reconnect(user_id: str, server_id: str) -> dict[str, Any]:
-    row = _setting(user_id, server_id)
+def _attempt(user_id: str, row: McpServerSetting, work: Callable[[Any], T], used: list[Any]) -> T:
     creds = credentials.load_fresh(user_id, row.id, row.url)
+    used.append(creds)
     auth = credentials.provider(row.url, creds)
     try:
-        probe = _connected(mcp_client.describe(row.url, auth), None)
+        return work(auth)
+    finally:
+        credentials.persist(user_id, row.id, creds, auth)
+
+
+def _authorized(user_id: str, row: McpServerSetting, work: Callable[[Any], T]) -> T:
+    """Run ``work`` with the server's credentials. When the server refuses a token Kody holds
+    (a 401 before the token's stated expiry: revoked, rotated), refresh it once and try once
+    more before the caller reports ``auth_required``."""
+    used: list[Any] = []
+    try:
+        return _attempt(user_id, row, work, used)
+    except (AuthorizationPending, mcp_client.RemoteFailure) as exc:
+        refused = isinstance(exc, AuthorizationPending) or exc.reason == "auth_required"
+        if not (
+            refused
+            and used
+            and credentials.refresh_after_refusal(user_id, row.id, row.url, used[0])
+        ):
+            raise
+    return _attempt(user_id, row, work, [])
+
+
+def reconnect(user_id: str, server_id: str) -> dict[str, Any]:
+    row = _setting(user_id, server_id)
+    try:
+        probe = _connected(
+            _authorized(user_id, row, lambda a: mcp_client.describe(row.url, a)), None
+        )
     except mcp_client.RemoteFailure as failure:
         probe = _probe_of(failure)
     except AuthorizationPending:
         probe = _probe_of(mcp_client.RemoteFailure("auth_required", "authorize Kody again"))
-    credentials.persist(user_id, row.id, creds, auth)
     McpClientHub.call(user_id, "record_probe", server_id=row.id, probe=probe)
     return get(user_id, server_id)
 
 
 def refresh(user_id: str, server_id: str) -> dict[str, Any]:
     row = _setting(user_id, server_id)
-    creds = credentials.load_fresh(user_id, row.id, row.url)
-    auth = credentials.provider(row.url, creds)
     try:
-        probe = _listing_probe(row.url, auth)
-    except UrlRefused:
-        probe = {"status": "error", "error": UrlRefused.message, "at": timezone.now().isoformat()}
-    credentials.persist(user_id, row.id, creds, auth)
+        listing = _authorized(user_id, row, lambda a: mcp_client.list_tools(row.url, a))
+        probe = _connected(listing.server, listing.tools)
+    except mcp_client.RemoteFailure as failure:
+        if failure.reason == "refused":
+            probe = {"status": "error", "error": UrlRefused.message, "at": _now()}
+        else:
+            probe = _probe_of(failure)
+    except AuthorizationPending:
+        probe = _probe_of(mcp_client.RemoteFailure("auth_required", "authorize Kody again"))
     McpClientHub.call(user_id, "record_probe", server_id=row.id, probe=probe)
     return {"server": get(user_id, server_id), "tools": tools(user_id, server_id)}
+
+
+def _now() -> str:
+    return timezone.now().isoformat()
 
 
 def set_enabled(user_id: str, server_id: str, enabled: bool) -> dict[str, Any]:
@@ -239,10 +275,10 @@ def call_tool(
     row = _setting(user_id, server_id)
     if not row.enabled:
         raise ServerDisabled(details={"serverId": server_id})
-    creds = credentials.load_fresh(user_id, row.id, row.url)
-    auth = credentials.provider(row.url, creds)
     try:
-        return mcp_client.call_tool(row.url, tool, arguments or {}, auth)
+        return _authorized(
+            user_id, row, lambda a: mcp_client.call_tool(row.url, tool, arguments or {}, a)
+        )
     except AuthorizationPending:
         raise ServerNeedsAuthorization(details={"serverId": server_id}) from None
     except mcp_client.RemoteFailure as failure:
@@ -253,8 +289,6 @@ def call_tool(
         if failure.reason == "too_large":
             raise ResultTooLarge(failure.detail) from None
         raise ServerUnreachable(details={"serverId": server_id, "reason": failure.detail}) from None
-    finally:
-        credentials.persist(user_id, row.id, creds, auth)
 
 
 class AuthorizationNotFound(NotFound):

@@ -43,6 +43,19 @@ def register_unadopted_fork_check(check: Callable[[str, str], bool]) -> None:
     _unadopted_fork_checks[:] = [check]
 
 
+# A managed user secret may be reserved to the packages in its ``allowed_packages`` (an
+# integration whose usage mode is "allowed-packages"): then neither the user's own other
+# packages nor ad hoc code may use it. Integrations register how to tell.
+_exclusive_checks: list[Callable[[str, str], bool]] = []
+
+
+def register_exclusive_grant_check(check: Callable[[str, str], bool]) -> None:
+    """``check(user_id, secret_name)``: True when only granted packages may use the user
+    secret ``secret_name``."""
+    if check not in _exclusive_checks:
+        _exclusive_checks.append(check)
+
+
 class SecretNotFound(NotFound):
     code = "secret_not_found"
     message = "No secret with that name."
@@ -311,7 +324,13 @@ def resolve_for_use(user_id: str, name: str, *, package_id: str | None, host: st
         raise SecretNotFound(details={"name": name})
     if host.lower() not in entry.allowed_hosts:
         raise SecretNotGranted("This secret is not allowed for that host.", details={"name": name})
-    if own is None and package_id and not _package_may_use(user_id, package_id, entry):
+    if own is None and _exclusive(user_id, entry):
+        if not package_id or package_id not in entry.allowed_packages:
+            raise SecretNotGranted(
+                "This secret is reserved to the packages it names.",
+                details={"name": name, "packageId": package_id},
+            )
+    elif own is None and package_id and not _package_may_use(user_id, package_id, entry):
         raise SecretNotGranted(details={"name": name, "packageId": package_id})
     return crypto.open_sealed(
         entry.key_id, entry.encrypted_value, _aad(user_id, entry.bucket_id, entry.name)
@@ -339,6 +358,10 @@ def _live_entry(user_id: str, scope: str, key: str, name: str) -> SecretEntry | 
         if ends is not None and ends <= now:
             return None
     return entry
+
+
+def _exclusive(user_id: str, entry: SecretEntry) -> bool:
+    return any(check(user_id, entry.name) for check in _exclusive_checks)
 
 
 def _package_may_use(user_id: str, package_id: str, entry: SecretEntry) -> bool:

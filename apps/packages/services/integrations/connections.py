@@ -21,6 +21,8 @@ from apps.packages.services.integrations import oauth_apps, platform_apps, rules
 from apps.packages.services.integrations.client import OAuthApp
 from kody.errors import InvalidInput, NotFound
 
+MAX_ALLOWED_PACKAGES = 100
+
 
 class IntegrationNotFound(NotFound):
     code = "integration_not_found"
@@ -39,6 +41,7 @@ class Plan:
     account_label: str
     description: str
     allowed_packages: list[str] | None
+    usage_mode: str | None = None
 
 
 def get(user_id: str, name: str) -> UserIntegration:
@@ -71,6 +74,9 @@ def view(user_id: str, row: UserIntegration) -> dict[str, Any]:
         "requiredHosts": list(row.required_hosts_json),
         "usageMode": row.usage_mode or "own-packages",
         "allowedPackages": list(row.allowed_packages_json),
+        # What the token secrets are granted now: packages named through integrationSave
+        # take effect when the person authorizes (or sets them on the integration's page).
+        "grantedPackages": tokens.granted_packages(user_id, row) if connected else None,
         "status": status,
         "accessTokenSecret": tokens.access_secret_name(row.name) if connected else None,
         "refreshTokenSecret": tokens.refresh_secret_name(row.name)
@@ -148,6 +154,9 @@ def plan(user_id: str, fields: Mapping[str, Any]) -> Plan:
         account_label=str(fields.get("accountLabel") or "")[:255],
         description=str(fields.get("description") or "")[:2000],
         allowed_packages=_owned(user_id, packages) if packages is not None else None,
+        usage_mode=rules.usage_mode(fields["usageMode"])
+        if fields.get("usageMode") is not None
+        else None,
     )
 
 
@@ -189,7 +198,28 @@ def write(user_id: str, planned: Plan, app_fields: Mapping[str, Any] | None) -> 
         row.description = planned.description or row.description
         if planned.allowed_packages is not None:
             row.allowed_packages_json = planned.allowed_packages
+        if planned.usage_mode is not None:
+            row.usage_mode = planned.usage_mode
         row.save()
+        # A package dropped from the list loses the tokens at once; one added gets them when
+        # the person authorizes at the provider (or grants it on the integration's page).
+        tokens.narrow_grants(user_id, row)
+    return row
+
+
+def set_usage(user_id: str, name: str, usage_mode: Any, package_ids: Any) -> UserIntegration:
+    """The owner, on the integration's page: who may use the tokens, applied to the token
+    secrets at once."""
+    mode = rules.usage_mode(usage_mode)
+    packages = _owned(user_id, package_ids)
+    with transaction.atomic():
+        row = UserIntegration.objects.select_for_update().filter(user_id=user_id, name=name).first()
+        if row is None:
+            raise IntegrationNotFound(details={"name": name})
+        row.usage_mode = mode
+        row.allowed_packages_json = packages
+        row.save(update_fields=["usage_mode", "allowed_packages_json", "updated_at"])
+        tokens.set_grants(user_id, row, packages)
     return row
 
 

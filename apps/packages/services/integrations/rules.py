@@ -32,6 +32,10 @@ PROTECTED_PARAMS = frozenset(
         "code_challenge_method",
     }
 )
+# Who may use a connection's tokens: "own-packages" (the default) — your own code and your own
+# packages (self-authored, adopted forks) plus any package in allowedPackages; "allowed-packages"
+# — only the packages in allowedPackages (not ad hoc execute, not your other packages).
+USAGE_MODES = ("own-packages", "allowed-packages")
 MAX_EXTRA_PARAMS = 20
 MAX_SCOPES = 100
 MAX_HOSTS = 20
@@ -148,3 +152,12 @@ def exchange_style(value: Any, styles: tuple[str, ...]) -> str:
 
 def host_of(url: str) -> str:
     return (urlsplit(url).hostname or "").lower()
+
+
+def usage_mode(value: Any) -> str:
+    if value not in USAGE_MODES:
+        raise InvalidInput(
+            "usageMode must be one of: " + ", ".join(USAGE_MODES) + ".",
+            details={"field": "usageMode", "allowed": list(USAGE_MODES)},
+        )
+    return str(value)

@@ -12,7 +12,8 @@ or export ever carries a value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +21,11 @@ from django.utils import timezone
 
 from apps.packages.models import SecretEntry, UserIntegration
 from apps.packages.services import secrets
+
+TOKEN_SECRET_RE = re.compile(
+    r"^integration\.([A-Za-z0-9][A-Za-z0-9_-]{0,63})\.(?:access|refresh)_token$"
+)
+EXCLUSIVE_MODE = "allowed-packages"
 
 
 def access_secret_name(name: str) -> str:
@@ -42,7 +48,9 @@ def store_tokens(
     if not access:
         raise ValueError("the token response has no access_token")
     hosts = list(integration.required_hosts_json)
-    packages = list(integration.allowed_packages_json)
+    # The person's authorization (the callback) applies the packages the integration names; a
+    # refresh keeps the grants the token secrets already carry.
+    packages = None if refreshed else list(integration.allowed_packages_json)
     expires_at = _expiry(token)
     label = integration.account_label or integration.name
     secrets.save_managed(
@@ -131,3 +139,54 @@ def drop_tokens(user_id: str, integration: UserIntegration) -> int:
     return secrets.delete_managed(
         user_id, [access_secret_name(integration.name), refresh_secret_name(integration.name)]
     )
+
+
+def reserved_to_granted_packages(user_id: str, secret_name: str) -> bool:
+    """The secrets check: True when ``secret_name`` is a token of an integration whose usage
+    mode reserves it to the packages it names."""
+    match = TOKEN_SECRET_RE.match(secret_name)
+    if match is None:
+        return False
+    return UserIntegration.objects.filter(
+        user_id=user_id, name=match.group(1), usage_mode=EXCLUSIVE_MODE
+    ).exists()
+
+
+def granted_packages(user_id: str, integration: UserIntegration) -> list[str] | None:
+    """The packages the access token's secret is granted to now (None before a token)."""
+    entry = SecretEntry.objects.filter(
+        bucket__user_id=user_id,
+        bucket__scope="user",
+        bucket__binding_key="",
+        name=access_secret_name(integration.name),
+    ).first()
+    return list(entry.allowed_packages) if entry is not None else None
+
+
+def set_grants(user_id: str, integration: UserIntegration, packages: Sequence[str]) -> int:
+    """Make both token secrets granted to exactly ``packages``; runs in the caller's
+    transaction. Returns how many secrets changed."""
+    wanted = sorted(set(packages))
+    entries = SecretEntry.objects.select_for_update().filter(
+        bucket__user_id=user_id,
+        bucket__scope="user",
+        bucket__binding_key="",
+        name__in=[access_secret_name(integration.name), refresh_secret_name(integration.name)],
+    )
+    changed = 0
+    for entry in entries:
+        if list(entry.allowed_packages) != wanted:
+            entry.allowed_packages = wanted
+            entry.save(update_fields=["allowed_packages", "updated_at"])
+            changed += 1
+    return changed
+
+
+def narrow_grants(user_id: str, integration: UserIntegration) -> int:
+    """Drop from the token secrets' grants every package the integration no longer names;
+    never adds one (adding is the person's, in the browser)."""
+    current = granted_packages(user_id, integration)
+    if current is None:
+        return 0
+    kept = set(current) & set(integration.allowed_packages_json)
+    return set_grants(user_id, integration, sorted(kept)) if kept != set(current) else 0

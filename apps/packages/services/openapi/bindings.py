@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from apps.packages.models import UserOpenapiBinding, UserOpenapiBindingOperation
+from apps.packages.models import SecretEntry, UserOpenapiBinding, UserOpenapiBindingOperation
 from apps.packages.services.openapi import spec as specs
 from kody.errors import Conflict, InvalidInput, NotFound
 
@@ -131,6 +131,7 @@ def to_json(binding: UserOpenapiBinding, operation_count: int | None = None) -> 
         "name": binding.name,
         "specUrl": binding.spec_url,
         "apiBaseUrl": binding.api_base_url,
+        "apiBaseUrlExplicit": binding.api_base_url_explicit,
         "description": binding.description,
         "auth": dict(binding.auth_json) or {"type": "none"},
         "selection": dict(binding.selection_json),
@@ -206,6 +207,7 @@ def save(
     fields = {
         "spec_url": spec_url,
         "api_base_url": base,
+        "api_base_url_explicit": bool(api_base_url),
         "description": description,
         "auth_json": auth_shape,
         "selection_json": selection,
@@ -243,7 +245,30 @@ def save(
         "operations": [op["slug"] for op in chosen],
         "skippedDestructive": skipped,
         "changes": changes,
+        "warnings": auth_warnings(user_id, auth_shape),
     }
+
+
+def auth_warnings(user_id: str, auth_shape: dict[str, Any]) -> list[dict[str, Any]]:
+    """A binding may be saved before its secret (the secret is added in the browser), but
+    the caller should know the operations cannot authenticate until it exists: neither a user
+    secret nor any of the person's package secrets has that name."""
+    name = auth_shape.get("secretName")
+    if not name:
+        return []
+    exists = SecretEntry.objects.filter(bucket__user_id=user_id, name=name).exists()
+    if exists:
+        return []
+    return [
+        {
+            "code": "openapi_secret_missing",
+            "message": (
+                f"No secret named {name!r} exists yet; add it (with this API's host in its "
+                "allowed hosts) before the bound operations are called."
+            ),
+            "secretName": name,
+        }
+    ]
 
 
 def get(user_id: str, name: str) -> dict[str, Any]:
@@ -287,6 +312,13 @@ def refresh(user_id: str, name: str) -> dict[str, Any]:
             spec.operations, dict(binding.selection_json), binding.include_destructive, strict=False
         )
         binding.spec_title, binding.spec_version = spec.title, spec.version
+        # The spec's server URL, unless the person chose the base URL themselves.
+        new_base = (spec.base_url or "").rstrip("/")
+        base_changed = bool(
+            not binding.api_base_url_explicit and new_base and new_base != binding.api_base_url
+        )
+        if base_changed:
+            binding.api_base_url = new_base
         binding.save()
         changes = _reconcile(user_id, name, chosen)
     return {
@@ -294,4 +326,6 @@ def refresh(user_id: str, name: str) -> dict[str, Any]:
         "operations": [op["slug"] for op in chosen],
         "skippedDestructive": skipped,
         "changes": changes,
+        "apiBaseUrlChanged": base_changed,
+        "warnings": auth_warnings(user_id, dict(binding.auth_json)),
     }
