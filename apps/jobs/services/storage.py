@@ -19,8 +19,14 @@ class InvalidStorageId(InvalidInput):
     message = "That is not a storage id."
 
 
+# Inventory ids of what is not a StorageRunner bucket (published sources, repo-session
+# workspaces): a bucket under one of them would overwrite, then delete, that inventory row
+# and so take its bytes out of the storage estimate.
+NOT_BUCKETS = ("source:", "repo-session:")
+
+
 def check_storage_id(storage_id: str) -> str:
-    if not STORAGE_ID.fullmatch(storage_id or ""):
+    if not STORAGE_ID.fullmatch(storage_id or "") or storage_id.startswith(NOT_BUCKETS):
         raise InvalidStorageId(details={"storageId": storage_id})
     return storage_id
 
