@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from apps.accounts import policy
 from apps.packages.models import EntitySource, PublishedBundleArtifact, SavedPackage
-from apps.packages.services import index_debt, run_history, sources
+from apps.packages.services import index_debt, run_history, scope_grants, sources
 from apps.packages.services.checks import CheckReport, run_checks
 from apps.packages.services.git import BucketObjectStore, is_ancestor, move_refs, read_tree
 from kody.errors import Conflict, KodyError
@@ -96,6 +96,10 @@ def publish(
         report.add("jobs", not wrong, " ".join(wrong))
     if not report.ok:
         return PublishResult(REJECTED, source.published_commit, report.checks, reason="checks")
+    if report.manifest is not None:
+        # Publishing under a platform account's scope needs a standing grant, re-checked on
+        # every publish so a revoked grant stops the next one (coded 403, nothing changes).
+        scope_grants.check_publish(user.stable_user_id, user.username, report.manifest.scope)
     previous = source.published_commit
     if previous and not allow_force and not is_ancestor(store, previous, commit):
         checks = [
