@@ -235,6 +235,12 @@ def test_an_export_restores_into_an_empty_database(
     assert again.returncode != 0 and "dr_restore_refused" in again.stderr
 
 
+def budget_of(parts: int):  # type: ignore[no-untyped-def]
+    """A run's ``out_of_time``: ``parts`` checks pass, the next one says time is up."""
+    checks = iter(range(parts + 1))
+    return lambda: next(checks) >= parts
+
+
 def test_a_table_too_big_for_one_run_resumes_inside_it(frozen_clock, dr_bucket, owner, monkeypatch):
     """Parts of two rows and a budget of three parts a run: audit_events (seven rows) spans
     runs, each run picks up after the last key written, and the result equals an export done
@@ -248,8 +254,7 @@ def test_a_table_too_big_for_one_run_resumes_inside_it(frozen_clock, dr_bucket, 
     runs, inside = 0, []
     while True:
         runs += 1
-        checks = iter(range(4))  # three parts fit, the fourth check says time is up
-        status = export.run(timezone.now(), saved[-1], saved.append, lambda: next(checks) >= 3)
+        status = export.run(timezone.now(), saved[-1], saved.append, budget_of(3))
         if status == "finished":
             break
         assert status == "partial" and runs < 200

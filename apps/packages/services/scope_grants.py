@@ -105,7 +105,10 @@ def check_publish(user_id: str, username: str, scope: str) -> None:
     if scope.lower() == username.lower():
         return
     owner = platform_scope_owner(scope)
-    if owner is None or not PackageScopeGrant.objects.filter(
-        scope_owner_user_id=owner, grantee_user_id=user_id
-    ).exists():
+    if (
+        owner is None
+        or not PackageScopeGrant.objects.filter(
+            scope_owner_user_id=owner, grantee_user_id=user_id
+        ).exists()
+    ):
         raise PackageScopeNotGranted(details={"scope": scope})
