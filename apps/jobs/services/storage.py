@@ -19,10 +19,10 @@ class InvalidStorageId(InvalidInput):
     message = "That is not a storage id."
 
 
-# Inventory ids of what is not a StorageRunner bucket (published sources, repo-session
-# workspaces): a bucket under one of them would overwrite, then delete, that inventory row
-# and so take its bytes out of the storage estimate.
-NOT_BUCKETS = ("source:", "repo-session:")
+# Inventory ids of what is not a StorageRunner bucket (published sources, pushed packs,
+# repo-session workspaces): a bucket under one of them would overwrite, then delete, that
+# inventory row and so take its bytes out of the storage estimate.
+NOT_BUCKETS = ("source:", "git:", "repo-session:")
 
 
 def check_storage_id(storage_id: str) -> str:

@@ -65,7 +65,8 @@ def purge(source: EntitySource) -> None:
         EntitySource.objects.filter(id=source.id).delete()
         # The source's bytes leave the storage estimate with it (the release).
         UserStorageBucket.objects.filter(
-            user_id=source.user_id, storage_id=storage_id(source.id)
+            user_id=source.user_id,
+            storage_id__in=[storage_id(source.id), f"git:{source.repo_id}"],
         ).delete()
         delete_all_refs(source.repo_id)
     purge_prefix(BUCKET, repo_prefix(source.repo_id))
