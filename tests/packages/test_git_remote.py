@@ -252,7 +252,10 @@ def test_a_push_over_the_storage_limit_is_refused_and_stores_nothing(owner, git,
         user_id=owner.stable_user_id, storage_id=f"git:{source.repo_id}"
     )
     assert row.kind == "source" and row.estimated_bytes > 0
-    before, packs = read_refs(source.repo_id), list_prefix(BUCKET, repo_prefix(source.repo_id))
+    before, packs = (
+        read_refs(source.repo_id),
+        sorted(list_prefix(BUCKET, repo_prefix(source.repo_id))),
+    )
 
     limit = limit_for(owner.plan, "storage_bytes")
     used = current_use(owner.stable_user_id, "storage_bytes") or 0
@@ -263,7 +266,7 @@ def test_a_push_over_the_storage_limit_is_refused_and_stores_nothing(owner, git,
     out = git("push", "origin", "HEAD:main", cwd=work, ok=False)
     assert "storage limit reached" in out
     assert read_refs(source.repo_id) == before
-    assert list_prefix(BUCKET, repo_prefix(source.repo_id)) == packs
+    assert sorted(list_prefix(BUCKET, repo_prefix(source.repo_id))) == packs
     pushed = row.estimated_bytes
     row.refresh_from_db()
     assert row.estimated_bytes == pushed
