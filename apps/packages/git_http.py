@@ -167,6 +167,7 @@ def _service(name: str) -> Callable[[HttpRequest, str], HttpResponse]:
             return verdict
         owner, source = verdict
         repo = SourceRepo(source.repo_id)
+        repo.owner_id = source.user_id  # whose storage_bytes a push's packs count against
         read = _bounded_reader(request)
         try:
             if name == "git-receive-pack":

@@ -13,9 +13,12 @@ hibernation archives, as the runbook says. Rows come from Postgres as ``row_to_j
 primary-key order, so two exports of the same data are byte-identical (gzip without a
 timestamp) and a restore reads them back with ``json_populate_recordset`` at full fidelity.
 
-The export is resumable by table: progress lives in the lane's cursor, each table is read in
-one snapshot, and the summary records row counts and checksums of every part. Tables are read
-at different moments, so a row may reference one written after its table was read; the
+The export resumes where it stopped, inside a table too: progress lives in the lane's cursor
+(the finished tables, and for the table under way its parts so far and the last primary key
+written); a table is read in keyset pages by its primary key, each page its own short read, and
+the summary records row counts and checksums of every part. Tables (and pages of a big table)
+are read at different moments, so a row may reference one written after its page was read,
+and a row inserted behind the cursor while a table is under way waits for the next night; the
 restore loads with foreign-key checks deferred and reports, never hides, what does not match.
 """
 
@@ -83,8 +86,7 @@ def shared_tables(alias: str) -> list[str]:
         return [name for (name,) in cursor.fetchall() if name not in SKIPPED_TABLES]
 
 
-def _order_by(alias: str, table: str) -> str:
-    """The primary key's columns, else the whole row: a total, repeatable order."""
+def _primary_key(alias: str, table: str) -> list[str]:
     with connections[alias].cursor() as cursor:
         cursor.execute(
             """
@@ -95,10 +97,11 @@ def _order_by(alias: str, table: str) -> str:
             """,
             [f'public."{table}"'],
         )
-        keys = [name for (name,) in cursor.fetchall()]
-    if not keys:  # the row's text form orders any column type (json has no ordering)
-        return "t::text"
-    return ", ".join(f'"{key}"' for key in keys)
+        return [name for (name,) in cursor.fetchall()]
+
+
+def _columns(keys: list[str], alias: str = "t") -> str:
+    return ", ".join(f'{alias}."{key}"' for key in keys)
 
 
 def _write_part(day: date, alias: str, table: str, part: int, lines: list[str]) -> dict[str, Any]:
@@ -111,14 +114,66 @@ def _write_part(day: date, alias: str, table: str, part: int, lines: list[str]) 
     return {"key": key, "rows": len(lines), "sha256": hashlib.sha256(body).hexdigest()}
 
 
-def export_table(day: date, alias: str, table: str) -> dict[str, Any]:
-    """One table in one snapshot, in parts of ``PART_ROWS`` rows."""
-    order = _order_by(alias, table)
+def export_table(
+    day: date,
+    alias: str,
+    table: str,
+    progress: dict[str, Any] | None = None,
+    save: Callable[[dict[str, Any]], None] = lambda progress: None,
+    out_of_time: Callable[[], bool] = lambda: False,
+) -> dict[str, Any] | None:
+    """One table in parts of ``PART_ROWS`` rows; the finished entry, or None when time ran
+    out first (``progress`` then holds where the next run picks up).
+
+    A table with a primary key is read in keyset pages by that key, one short transaction a
+    page: after each part ``save`` records the parts so far and the last key written, so a
+    table too big for one run resumes where it stopped instead of starting over. A table
+    without one (none of Kody's own) is read whole in one snapshot, in its row-text order.
+    """
+    progress = progress if progress is not None else {}
+    progress.setdefault("parts", [])
+    parts: list[dict[str, Any]] = progress["parts"]
+    keys = _primary_key(alias, table)
+    if not keys:
+        if out_of_time():
+            return None
+        return _export_whole(day, alias, table)
+    order = _columns(keys)
+    while True:
+        if out_of_time():
+            return None
+        after = progress.get("after")
+        where, params = "", []
+        if after is not None:
+            # The last key written, cast back to the columns' own types by the table's row
+            # type, so the comparison is the same order the pages are read in.
+            where = (
+                f" WHERE ({order}) > (SELECT {_columns(keys, 'k')} FROM"
+                f' json_populate_record(NULL::public."{table}", %s::json) k)'
+            )
+            params = [json.dumps(after)]
+        with connections[alias].cursor() as cursor:
+            cursor.execute(
+                f'SELECT row_to_json(t)::text FROM public."{table}" t{where}'
+                f" ORDER BY {order} LIMIT %s",
+                [*params, PART_ROWS],
+            )
+            lines = [row for (row,) in cursor.fetchall()]
+        if lines:
+            parts.append(_write_part(day, alias, table, len(parts), lines))
+            last = json.loads(lines[-1])
+            progress["after"] = {key: last[key] for key in keys}
+            save(progress)
+        if len(lines) < PART_ROWS:
+            return {"rows": sum(p["rows"] for p in parts), "parts": parts}
+
+
+def _export_whole(day: date, alias: str, table: str) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     connection = connections[alias]
     with transaction.atomic(using=alias):
         cursor = connection.chunked_cursor()
-        cursor.execute(f'SELECT row_to_json(t)::text FROM public."{table}" t ORDER BY {order}')
+        cursor.execute(f'SELECT row_to_json(t)::text FROM public."{table}" t ORDER BY t::text')
         while rows := cursor.fetchmany(PART_ROWS):
             parts.append(_write_part(day, alias, table, len(parts), [row for (row,) in rows]))
         cursor.close()
@@ -150,9 +205,20 @@ def run(
             name = f"{alias}/{table}"
             if name in state["tables"]:
                 continue
-            if out_of_time():
+            # Progress inside the table being exported: its parts so far and the last key.
+            current = state.get("current") or {}
+            if current.get("table") != name:
+                current = {"table": name, "parts": []}
+
+            def keep(progress: dict[str, Any]) -> None:
+                state["current"] = progress
+                save(state)
+
+            done = export_table(day, alias, table, current, keep, out_of_time)
+            if done is None:
                 return "partial"
-            state["tables"][name] = export_table(day, alias, table)
+            state["tables"][name] = done
+            state.pop("current", None)
             save(state)
     write_summary(day, state, now)
     save({"finished": day.isoformat()})

@@ -233,3 +233,49 @@ def test_an_export_restores_into_an_empty_database(
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert again.returncode != 0 and "dr_restore_refused" in again.stderr
+
+
+def budget_of(parts: int):  # type: ignore[no-untyped-def]
+    """A run's ``out_of_time``: ``parts`` checks pass, the next one says time is up."""
+    checks = iter(range(parts + 1))
+    return lambda: next(checks) >= parts
+
+
+def test_a_table_too_big_for_one_run_resumes_inside_it(frozen_clock, dr_bucket, owner, monkeypatch):
+    """Parts of two rows and a budget of three parts a run: audit_events (seven rows) spans
+    runs, each run picks up after the last key written, and the result equals an export done
+    in one go — every row once, in key order."""
+    monkeypatch.setattr(export, "PART_ROWS", 2)
+    for n in range(7):
+        AuditEventFactory(category="auth", action="login", result="failure", reason=f"r{n}")
+    night = export.night_of(timezone.now())
+
+    saved: list[dict] = [{}]
+    runs, inside = 0, []
+    while True:
+        runs += 1
+        status = export.run(timezone.now(), saved[-1], saved.append, budget_of(3))
+        if status == "finished":
+            break
+        assert status == "partial" and runs < 200
+        current = saved[-1].get("current")
+        if current and current["table"] == "audit/audit_events":
+            inside.append(len(current["parts"]))
+    # The big table was left half-done by a run and carried on, never restarted.
+    assert inside and inside == sorted(inside) and inside[0] < 4
+
+    resumed = export.read_summary(night)["tables"]
+    entry = resumed["audit/audit_events"]
+    assert entry["rows"] == 7 and len(entry["parts"]) == 4
+    rows = [
+        json.loads(line)
+        for part in entry["parts"]
+        for line in gzip.decompress((dr_bucket / part["key"]).read_bytes()).decode().splitlines()
+    ]
+    ids = [row["id"] for row in rows]
+    assert ids == sorted(ids) and len(set(ids)) == 7
+    assert sorted(row["reason"] for row in rows) == [f"r{n}" for n in range(7)]
+
+    bucket(export.BUCKET).delete(export.summary_key(night))
+    assert finish(timezone.now()) == "finished"
+    assert export.read_summary(night)["tables"] == resumed

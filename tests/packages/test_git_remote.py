@@ -18,9 +18,14 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from apps.packages.models import EntitySource, RepoToken
+from apps.entitlements.plans import limit_for
+from apps.entitlements.services import metering
+from apps.entitlements.services.enforcement import current_use
+from apps.packages.models import EntitySource, RepoToken, UserRepo, UserStorageBucket
 from apps.packages.services import packages, repo_tokens, repos
-from apps.packages.services.git import read_refs
+from apps.packages.services.git import BUCKET, read_refs
+from apps.packages.services.git.objects import repo_prefix
+from kody.blobs import list_prefix
 from tests.kernel.test_mcp_live import database_url, free_port, wait_until_up
 from tests.packages.test_packages import files as package_files
 
@@ -237,3 +242,36 @@ def test_garbage_and_wrong_requests_get_a_4xx_and_change_nothing(owner, server_u
         unknown = http.get(f"{server_url}/git/not-a-source.git/info/refs?service=git-upload-pack")
         assert unknown.status_code == 401
     assert read_refs(source.repo_id) == {}
+
+
+def test_a_push_over_the_storage_limit_is_refused_and_stores_nothing(owner, git, tmp_path):
+    """Pushed packs count against storage_bytes in the repo's inventory row; a push that would
+    pass the plan's limit moves no ref and uploads no pack; deleting the repo releases it."""
+    source, _url, work = _pushed_repo(owner, git, tmp_path)
+    row = UserStorageBucket.objects.get(
+        user_id=owner.stable_user_id, storage_id=f"git:{source.repo_id}"
+    )
+    assert row.kind == "source" and row.estimated_bytes > 0
+    before, packs = (
+        read_refs(source.repo_id),
+        sorted(list_prefix(BUCKET, repo_prefix(source.repo_id))),
+    )
+
+    limit = limit_for(owner.plan, "storage_bytes")
+    used = current_use(owner.stable_user_id, "storage_bytes") or 0
+    metering.reserve_storage_bytes(owner.stable_user_id, limit - used - 1000, limit)
+    (work / "noise.bin").write_bytes(os.urandom(64 * 1024))  # incompressible: a 64 KiB pack
+    git("add", "noise.bin", cwd=work)
+    git("commit", "-qm", "noise", cwd=work)
+    out = git("push", "origin", "HEAD:main", cwd=work, ok=False)
+    assert "storage limit reached" in out
+    assert read_refs(source.repo_id) == before
+    assert sorted(list_prefix(BUCKET, repo_prefix(source.repo_id))) == packs
+    pushed = row.estimated_bytes
+    row.refresh_from_db()
+    assert row.estimated_bytes == pushed
+    assert current_use(owner.stable_user_id, "storage_bytes") == limit - 1000
+
+    repo = UserRepo.objects.get(user_id=owner.stable_user_id)
+    repos.delete(owner.stable_user_id, repo.id)
+    assert not UserStorageBucket.objects.filter(user_id=owner.stable_user_id).exists()

@@ -62,7 +62,10 @@ def test_idle_and_edited_sessions_are_removed_leaving_nothing(
     assert as_owner.call("repoListSessions")["sessions"] == []
     assert spilled(edited) == []
     assert not RepoSessionDueOwner.objects.exists()
-    assert not UserStorageBucket.objects.filter(user_id=owner.stable_user_id).exists()
+    # (the package's published source keeps its own "source" row)
+    assert not UserStorageBucket.objects.filter(
+        user_id=owner.stable_user_id, kind="repo_session"
+    ).exists()
     assert not SourceRepoRef.objects.filter(name__startswith="refs/heads/kody-session/").exists()
 
 

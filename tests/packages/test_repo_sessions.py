@@ -155,8 +155,9 @@ def test_a_3_mib_file_spills_to_the_bucket_and_reads_back_byte_exact(as_owner, s
     read = as_owner.call("repoReadFile", sessionId=sid, path="assets/big.txt")
     assert read["encoding"] == "utf-8" and read["size"] == 3 * MIB
     assert read["content"] == text
-    bucket = UserStorageBucket.objects.get(user_id=owner.stable_user_id)
-    assert bucket.kind == "repo_session" and bucket.storage_id == f"repo-session:{sid}"
+    # (the package's published source has its own inventory row, kind "source")
+    bucket = UserStorageBucket.objects.get(user_id=owner.stable_user_id, kind="repo_session")
+    assert bucket.storage_id == f"repo-session:{sid}"
     assert bucket.estimated_bytes == 3 * MIB
     commit = as_owner.call("repoCommit", sessionId=sid, message="Add asset")["commit"]
     source = EntitySource.objects.get(id=session["sourceId"])
@@ -164,7 +165,9 @@ def test_a_3_mib_file_spills_to_the_bucket_and_reads_back_byte_exact(as_owner, s
 
     as_owner.call("repoDiscardSession", sessionId=sid)
     assert spilled(sid) == []
-    assert not UserStorageBucket.objects.filter(user_id=owner.stable_user_id).exists()
+    assert not UserStorageBucket.objects.filter(
+        user_id=owner.stable_user_id, kind="repo_session"
+    ).exists()
     error = as_owner.error("repoReadFile", 409, sessionId=sid, path="README.md")
     assert error["code"] == "repo_session_not_active"
 

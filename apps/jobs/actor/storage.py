@@ -45,6 +45,14 @@ class StorageRunner(Actor):
         row = m.StorageEntry.objects.filter(storage_id=storage_id, key=key).first()
         return {"found": row is not None, "value": row.value if row else None}
 
+    @reads
+    def growth(self, storage_id: str, key: str, value: Any) -> int:
+        """How many bytes writing ``value`` under ``key`` would add to the bucket's estimate
+        (negative when it shrinks); what the write reserves against ``storage_bytes``."""
+        before = m.StorageEntry.objects.filter(storage_id=storage_id, key=key).first()
+        old = before.bytes + ROW_OVERHEAD if before else 0
+        return _size(key, value) + ROW_OVERHEAD - old
+
     def set_value(self, storage_id: str, key: str, value: Any) -> dict[str, Any]:
         _put(storage_id, key, value)
         return {"bytes": self._inventory(storage_id)}

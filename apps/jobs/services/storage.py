@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from apps.accounts import policy
 from apps.jobs.actor.storage import MAX_KEY, MAX_VALUE_BYTES, StorageRunner, _size
 from kody.errors import InvalidInput
 
@@ -18,8 +19,14 @@ class InvalidStorageId(InvalidInput):
     message = "That is not a storage id."
 
 
+# Inventory ids of what is not a StorageRunner bucket (published sources, pushed packs,
+# repo-session workspaces): a bucket under one of them would overwrite, then delete, that
+# inventory row and so take its bytes out of the storage estimate.
+NOT_BUCKETS = ("source:", "git:", "repo-session:")
+
+
 def check_storage_id(storage_id: str) -> str:
-    if not STORAGE_ID.fullmatch(storage_id or ""):
+    if not STORAGE_ID.fullmatch(storage_id or "") or storage_id.startswith(NOT_BUCKETS):
         raise InvalidStorageId(details={"storageId": storage_id})
     return storage_id
 
@@ -35,7 +42,19 @@ def put(user_id: str, storage_id: str, key: str, value: Any) -> dict[str, Any]:
         raise InvalidInput("A value is JSON other than null; storageDelete removes a key.")
     if _size(key, value) > MAX_VALUE_BYTES:
         raise InvalidInput("A value is at most 1 MiB of JSON.")
-    return StorageRunner.call(user_id, "set_value", check_storage_id(storage_id), key, value)
+    check_storage_id(storage_id)
+    # Bucket bytes count against storage_bytes through the bucket's estimate, which the write
+    # itself refreshes. The growth is held in the meter while the write runs, so the plan's
+    # limit is checked atomically (two concurrent writes cannot both slip under it); over the
+    # limit this raises the coded limit error and nothing is written. Once the write has
+    # landed the estimate carries the bytes and the hold is given back; a delete shrinks the
+    # estimate, which is the release.
+    grown = int(StorageRunner.call(user_id, "growth", storage_id, key, value))
+    policy.reserve_storage_bytes(user_id, grown)
+    try:
+        return StorageRunner.call(user_id, "set_value", storage_id, key, value)
+    finally:
+        policy.release_storage_bytes(user_id, grown)
 
 
 def delete(user_id: str, storage_id: str, key: str) -> dict[str, Any]:

@@ -80,6 +80,8 @@ class StorageBucketKind(models.TextChoices):
     SERVICE = "service"
     EXECUTE = "execute"
     REPO_SESSION = "repo_session"
+    # A package's or repo's published source tree (kept in the blob store, not in rows).
+    SOURCE = "source"
     UNKNOWN = "unknown"
 
 

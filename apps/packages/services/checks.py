@@ -21,6 +21,7 @@ from django.conf import settings
 
 from apps.packages.models import EntitySource, SavedPackage
 from apps.packages.services import manifest as manifest_mod
+from apps.packages.services import scope_grants
 from kody.kv import keys as kv_keys
 from kody.kv import store as kv
 
@@ -66,7 +67,10 @@ def run_checks(
     report = CheckReport()
     try:
         report.manifest = manifest_mod.parse(files)
-        if report.manifest.scope != username.lower():
+        scope = report.manifest.scope
+        # A platform account's scope is judged by the publish itself (its grants); any other
+        # scope but the person's own username is wrong.
+        if scope != username.lower() and scope_grants.platform_scope_owner(scope) is None:
             raise manifest_mod.ManifestError(
                 f'The package scope must be your username: "@{username.lower()}/…".'
             )

@@ -18,8 +18,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apps.accounts import policy
 from apps.packages.models import EntitySource, PublishedBundleArtifact, SavedPackage
-from apps.packages.services import index_debt, run_history
+from apps.packages.services import index_debt, run_history, scope_grants, sources
 from apps.packages.services.checks import CheckReport, run_checks
 from apps.packages.services.git import BucketObjectStore, is_ancestor, move_refs, read_tree
 from kody.errors import Conflict, KodyError
@@ -95,6 +96,10 @@ def publish(
         report.add("jobs", not wrong, " ".join(wrong))
     if not report.ok:
         return PublishResult(REJECTED, source.published_commit, report.checks, reason="checks")
+    if report.manifest is not None:
+        # Publishing under a platform account's scope needs a standing grant, re-checked on
+        # every publish so a revoked grant stops the next one (coded 403, nothing changes).
+        scope_grants.check_publish(user.stable_user_id, user.username, report.manifest.scope)
     previous = source.published_commit
     if previous and not allow_force and not is_ancestor(store, previous, commit):
         checks = [
@@ -107,26 +112,37 @@ def publish(
             },
         ]
         return PublishResult(REJECTED, previous, checks, reason="non_fast_forward")
-    with transaction.atomic():
-        locked = EntitySource.objects.select_for_update().get(id=source.id)
-        if locked.published_commit == commit:
-            return PublishResult(ALREADY, commit, report.checks)
-        if locked.published_commit != previous:
-            raise PublishRaced(details={"publishedCommit": locked.published_commit})
-        if ref_update is not None:
-            move_refs(locked.repo_id, [ref_update])
-        now = timezone.now()
-        locked.published_commit = locked.indexed_commit = commit
-        locked.last_external_check_at = now
-        locked.external_check_until = None  # a publish settles the pending horizon
-        locked.save()
-        try:
-            _write_snapshots(locked, commit, files, report)
-        except Exception as exc:
-            # Raising inside the transaction rolls the pointer (and a save's ref) back.
-            log.warning("snapshot write for %s failed: %s", locked.id, type(exc).__name__)
-            raise SnapshotWriteFailed() from exc
-        _refresh_projections(user.stable_user_id, locked, package, commit, files, report)
+    # The published tree counts against storage_bytes. Its growth is held in the meter while
+    # the publish runs (an atomic check: over the limit this raises the coded limit error
+    # before anything moves); the tree's inventory row then carries the bytes, and the hold
+    # is given back.
+    size = sources.tree_bytes(files)
+    grown = size - sources.recorded_bytes(source.user_id, source.id)
+    policy.reserve_storage_bytes(source.user_id, grown)
+    try:
+        with transaction.atomic():
+            locked = EntitySource.objects.select_for_update().get(id=source.id)
+            if locked.published_commit == commit:
+                return PublishResult(ALREADY, commit, report.checks)
+            if locked.published_commit != previous:
+                raise PublishRaced(details={"publishedCommit": locked.published_commit})
+            if ref_update is not None:
+                move_refs(locked.repo_id, [ref_update])
+            now = timezone.now()
+            locked.published_commit = locked.indexed_commit = commit
+            locked.last_external_check_at = now
+            locked.external_check_until = None  # a publish settles the pending horizon
+            locked.save()
+            try:
+                _write_snapshots(locked, commit, files, report)
+            except Exception as exc:
+                # Raising inside the transaction rolls the pointer (and a save's ref) back.
+                log.warning("snapshot write for %s failed: %s", locked.id, type(exc).__name__)
+                raise SnapshotWriteFailed() from exc
+            _refresh_projections(user.stable_user_id, locked, package, commit, files, report)
+            sources.record_bytes(locked.user_id, locked.id, size)
+    finally:
+        policy.release_storage_bytes(source.user_id, grown)
     source.published_commit = commit
     _sync_jobs(user.stable_user_id, package, commit, report)
     return PublishResult(PUBLISHED, commit, report.checks)

@@ -28,6 +28,7 @@ from apps.packages.models.sources import EntityKind
 from apps.packages.services import repo_tokens
 from apps.packages.services.git import head
 from apps.packages.services.publish import ALREADY, PUBLISHED, publish
+from apps.packages.services.scope_grants import PackageScopeNotGranted
 from kody.lanes import LaneRun
 from kody.lanes.registry import Cadence, is_due
 
@@ -91,7 +92,10 @@ def check(source: EntitySource, now: datetime) -> str:
     owner = get_user_model().objects.filter(stable_user_id=source.user_id).first()
     if package is None or owner is None:
         return "orphaned"
-    result = publish(owner, source, package, current)
+    try:
+        result = publish(owner, source, package, current)
+    except PackageScopeNotGranted:
+        return "rejected_scope_not_granted"
     if result.status == PUBLISHED:
         return "published"
     if result.status == ALREADY:

@@ -14,7 +14,7 @@ from apps.accounts.models import User
 from apps.accounts.models.users import AccountType
 from apps.accounts.services.lookup import account_by_stable_id
 from apps.packages.models import PackageScopeGrant
-from kody.errors import Conflict, InvalidInput, NotFound
+from kody.errors import Conflict, Forbidden, InvalidInput, NotFound
 
 
 class ScopeOwnerNotPlatform(InvalidInput):
@@ -25,6 +25,14 @@ class ScopeOwnerNotPlatform(InvalidInput):
 class GranteeNotPerson(InvalidInput):
     code = "grantee_not_person"
     message = "A scope is granted to a person account."
+
+
+class PackageScopeNotGranted(Forbidden):
+    code = "package_scope_not_granted"
+    message = (
+        "That package scope belongs to a platform account and you hold no grant for it; "
+        "publish under your own username."
+    )
 
 
 class ScopeGrantNotFound(NotFound):
@@ -79,3 +87,28 @@ def revoke(scope_owner_id: str, grantee_id: str) -> None:
     ).delete()
     if not deleted:
         raise ScopeGrantNotFound(details={"scopeOwnerUserId": scope_owner_id})
+
+
+def platform_scope_owner(scope: str) -> str | None:
+    """The stable id of the platform account whose username is ``scope``, if there is one."""
+    return (
+        User.objects.filter(username__iexact=scope, account_type=AccountType.PLATFORM)
+        .values_list("stable_user_id", flat=True)
+        .first()
+    )
+
+
+def check_publish(user_id: str, username: str, scope: str) -> None:
+    """May this person publish under ``@scope/…``? Their own username always; a platform
+    account's scope only while an operator's grant to them stands. Anything else raises the
+    coded refusal, so a revoked grant stops the next publish on every path."""
+    if scope.lower() == username.lower():
+        return
+    owner = platform_scope_owner(scope)
+    if (
+        owner is None
+        or not PackageScopeGrant.objects.filter(
+            scope_owner_user_id=owner, grantee_user_id=user_id
+        ).exists()
+    ):
+        raise PackageScopeNotGranted(details={"scope": scope})

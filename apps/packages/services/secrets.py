@@ -139,14 +139,44 @@ def set_many(
             SecretEntry.objects.filter(bucket=bucket, name__in=names).values_list("name", flat=True)
         )
         slot.take(len(set(names) - existing))
-        saved = [_save(user_id, bucket, s) for s in secrets]
+        prepared = [_prepare(user_id, bucket, s) for s in secrets]
+        grown = sum(g for _, g in prepared)
+        # Sealed secrets are stored bytes too: reserve what the batch adds before saving any
+        # of it, so over storage_bytes the coded limit error rolls back the whole batch.
+        policy.reserve_storage_bytes(user_id, grown)
+        try:
+            for entry, _ in prepared:
+                entry.save()
+        except BaseException:
+            policy.release_storage_bytes(user_id, grown)
+            raise
+        if grown < 0:
+            transaction.on_commit(lambda: policy.release_storage_bytes(user_id, -grown))
+        saved = [e for e, _ in prepared]
     log.info("secrets saved: user=%s scope=%s count=%d", user_id[:8], scope, len(saved))
     return [metadata(e, bucket) for e in saved]
 
 
+def secret_bytes(entry: SecretEntry) -> int:
+    """What a secret weighs against storage_bytes: its name, sealed value, description and
+    allowed hosts, UTF-8 encoded (reconciliation measures whole rows and corrects the rest)."""
+    hosts = ",".join(entry.allowed_hosts or [])
+    return sum(
+        len(t.encode()) for t in (entry.name, entry.encrypted_value, entry.description, hosts)
+    )
+
+
 def _save(user_id: str, bucket: SecretBucket, new: NewSecret) -> SecretEntry:
+    entry, _ = _prepare(user_id, bucket, new)
+    entry.save()
+    return entry
+
+
+def _prepare(user_id: str, bucket: SecretBucket, new: NewSecret) -> tuple[SecretEntry, int]:
+    """The sealed entry, not yet saved, and how many bytes saving it adds (or frees)."""
     key_id, sealed = crypto.seal(new.value, _aad(user_id, bucket.id, new.name))
     entry = SecretEntry.objects.select_for_update().filter(bucket=bucket, name=new.name).first()
+    before = secret_bytes(entry) if entry is not None else 0
     if entry is None:
         entry = SecretEntry(bucket=bucket, name=new.name)
     entry.encrypted_value = sealed
@@ -155,8 +185,7 @@ def _save(user_id: str, bucket: SecretBucket, new: NewSecret) -> SecretEntry:
     if new.allowed_hosts is not None:
         entry.allowed_hosts = sorted({h.strip().lower() for h in new.allowed_hosts if h.strip()})
     entry.expires_at = new.expires_at
-    entry.save()
-    return entry
+    return entry, secret_bytes(entry) - before
 
 
 def save_managed(
@@ -236,11 +265,15 @@ def delete_secret(
     user_id: str, *, name: str, scope: str = SecretScope.USER, binding_key: str | None = None
 ) -> None:
     key = bucket_key(user_id, scope, binding_key)
-    deleted, _ = SecretEntry.objects.filter(
-        bucket__user_id=user_id, bucket__scope=scope, bucket__binding_key=key, name=name
-    ).delete()
-    if not deleted:
-        raise SecretNotFound(details={"name": name})
+    with transaction.atomic():
+        doomed = SecretEntry.objects.select_for_update().filter(
+            bucket__user_id=user_id, bucket__scope=scope, bucket__binding_key=key, name=name
+        )
+        freed = sum(secret_bytes(e) for e in doomed)
+        deleted, _ = doomed.delete()
+        if not deleted:
+            raise SecretNotFound(details={"name": name})
+        transaction.on_commit(lambda: policy.release_storage_bytes(user_id, freed))
 
 
 def set_allowed_packages(user_id: str, name: str, package_ids: Sequence[str]) -> dict[str, Any]:

@@ -10,8 +10,10 @@ import uuid
 
 from django.core.files.base import ContentFile
 from django.db import transaction
+from django.utils import timezone
 
-from apps.packages.models import EntitySource, PublishedBundleArtifact
+from apps.packages.models import EntitySource, PublishedBundleArtifact, UserStorageBucket
+from apps.packages.models.runtime import StorageBucketKind
 from apps.packages.services.git import BUCKET, head
 from apps.packages.services.git.objects import repo_prefix
 from apps.packages.services.git.refs import delete_all as delete_all_refs
@@ -61,6 +63,11 @@ def purge(source: EntitySource) -> None:
             kv.delete_prefix(prefix)
         PublishedBundleArtifact.objects.filter(source_id=source.id).delete()
         EntitySource.objects.filter(id=source.id).delete()
+        # The source's bytes leave the storage estimate with it (the release).
+        UserStorageBucket.objects.filter(
+            user_id=source.user_id,
+            storage_id__in=[storage_id(source.id), f"git:{source.repo_id}"],
+        ).delete()
         delete_all_refs(source.repo_id)
     purge_prefix(BUCKET, repo_prefix(source.repo_id))
     purge_prefix("community_assets", identity_icon_prefix(source.repo_id))
@@ -77,3 +84,41 @@ def derived_kv_prefixes(source: EntitySource) -> list[str]:
 
 def identity_icon_prefix(repo_id: str) -> str:
     return f"identity-icon:v1/{repo_id}/"
+
+
+# --- the published tree in the storage estimate ----------------------------------------------
+# A source's git objects live in the blob store, outside the rows reconciliation measures. Its
+# published tree is inventoried in ``user_storage_buckets`` (kind ``source``) beside the
+# StorageRunner buckets, so it counts against storage_bytes and survives reconciliation.
+
+
+def storage_id(source_id: str) -> str:
+    return f"source:{source_id}"
+
+
+def tree_bytes(files: dict[str, bytes]) -> int:
+    """What a published tree weighs: its paths and file contents."""
+    return sum(len(path.encode()) + len(body) for path, body in files.items())
+
+
+def recorded_bytes(user_id: str, source_id: str) -> int:
+    found = (
+        UserStorageBucket.objects.filter(user_id=user_id, storage_id=storage_id(source_id))
+        .values_list("estimated_bytes", flat=True)
+        .first()
+    )
+    return int(found or 0)
+
+
+def record_bytes(user_id: str, source_id: str, size: int) -> None:
+    now = timezone.now()
+    UserStorageBucket.objects.update_or_create(
+        user_id=user_id,
+        storage_id=storage_id(source_id),
+        defaults={
+            "kind": StorageBucketKind.SOURCE,
+            "last_seen_at": now,
+            "estimated_bytes": size,
+            "estimated_bytes_updated_at": now,
+        },
+    )

@@ -7,7 +7,8 @@ pack and moves no ref.
 
 Rules: at most ``MAX_PACK_BYTES`` on the wire and ``MAX_FILE_BYTES`` per file; only
 ``refs/heads/*`` and ``refs/tags/*``; no non-fast-forward branch update (force push); no moving
-or re-pointing a tag; the default branch cannot be deleted.
+or re-pointing a tag; the default branch cannot be deleted; the packs must fit the owner's
+``storage_bytes`` (they then count in the repo's ``git:<repo id>`` inventory row).
 """
 
 from __future__ import annotations
@@ -19,11 +20,18 @@ import time
 import zlib
 from collections.abc import Iterator
 
+from django.db.models import F
+from django.db.models.functions import Coalesce
+from django.utils import timezone
 from dulwich.errors import ApplyDeltaError, ChecksumMismatch, ObjectFormatException
 from dulwich.object_store import DiskObjectStore, OverlayObjectStore, PackInputTooLarge
 from dulwich.objects import Blob, Commit
 from dulwich.server import ReceivePackHandler
 
+from apps.accounts import policy
+from apps.entitlements.services import LimitReached
+from apps.packages.models import UserStorageBucket
+from apps.packages.models.runtime import StorageBucketKind
 from apps.packages.services.git import refs as refs_mod
 from apps.packages.services.git.objects import BucketObjectStore
 from apps.packages.services.git.repo import is_ancestor
@@ -52,7 +60,13 @@ class GuardedReceivePack(ReceivePackHandler):
 
     def _apply_pack(self, refs):  # type: ignore[no-untyped-def]
         commands = [(old, new, name) for old, new, name in refs]
-        yield from apply_push(self.repo.object_store, self.repo.repo_id, commands, self.proto)
+        yield from apply_push(
+            self.repo.object_store,
+            self.repo.repo_id,
+            commands,
+            self.proto,
+            owner_id=getattr(self.repo, "owner_id", None),
+        )
 
 
 def _refuse_all(commands: list, unpack: bytes, reason: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -62,12 +76,17 @@ def _refuse_all(commands: list, unpack: bytes, reason: bytes) -> Iterator[tuple[
 
 
 def apply_push(
-    base: BucketObjectStore, repo_id: str, commands: list, proto: object
+    base: BucketObjectStore,
+    repo_id: str,
+    commands: list,
+    proto: object,
+    *,
+    owner_id: str | None = None,
 ) -> Iterator[tuple[bytes, bytes]]:
     started = time.perf_counter()
     marks: dict[str, float] = {}
     try:
-        yield from _apply_push(base, repo_id, commands, proto, marks)
+        yield from _apply_push(base, repo_id, commands, proto, marks, owner_id)
     finally:
         spans = " ".join(f"{k}_ms={v * 1000:.0f}" for k, v in marks.items())
         log.info(
@@ -80,7 +99,12 @@ def apply_push(
 
 
 def _apply_push(
-    base: BucketObjectStore, repo_id: str, commands: list, proto: object, marks: dict
+    base: BucketObjectStore,
+    repo_id: str,
+    commands: list,
+    proto: object,
+    marks: dict,
+    owner_id: str | None,
 ) -> Iterator[tuple[bytes, bytes]]:
     sends_pack = any(new != ZERO for _old, new, _name in commands)
     clock = time.perf_counter()
@@ -118,25 +142,39 @@ def _apply_push(
                 yield (name, verdict if verdict != b"ok" else b"atomic push failed")
             return
         marks["rules"] = time.perf_counter() - clock
-        clock = time.perf_counter()
-        uploaded = [_upload(staging, base, pack) for pack in staging.packs]
-        marks["store"] = time.perf_counter() - clock
-        updates = [
-            (
-                name.decode(),
-                None if old == ZERO else old.decode(),
-                None if new == ZERO else new.decode(),
-            )
-            for old, new, name in commands
-        ]
+        # The packs are stored bytes: held in the meter before upload (over the plan's
+        # storage_bytes the whole push is refused and nothing is uploaded), then carried by
+        # the repo's inventory row once the refs moved.
+        grown = pack_bytes(staging) if owner_id else 0
         try:
-            refs_mod.move_refs(repo_id, updates)
-        except refs_mod.RefMoved:
-            for name in uploaded:
-                if name:
-                    base._remove_pack_by_name(name)
-            yield from _refuse_all(commands, b"ok", b"fetch first: the ref moved meanwhile")
+            policy.reserve_storage_bytes(owner_id, grown)
+        except LimitReached:
+            yield from _refuse_all(commands, b"ok", b"storage limit reached for your plan")
             return
+        try:
+            clock = time.perf_counter()
+            uploaded = [_upload(staging, base, pack) for pack in staging.packs]
+            marks["store"] = time.perf_counter() - clock
+            updates = [
+                (
+                    name.decode(),
+                    None if old == ZERO else old.decode(),
+                    None if new == ZERO else new.decode(),
+                )
+                for old, new, name in commands
+            ]
+            try:
+                refs_mod.move_refs(repo_id, updates)
+            except refs_mod.RefMoved:
+                for name in uploaded:
+                    if name:
+                        base._remove_pack_by_name(name)
+                yield from _refuse_all(commands, b"ok", b"fetch first: the ref moved meanwhile")
+                return
+            if owner_id and grown:
+                add_pushed_bytes(owner_id, repo_id, grown)
+        finally:
+            policy.release_storage_bytes(owner_id, grown)
     yield (b"unpack", b"ok")
     for _old, _new, name in commands:
         yield (name, b"ok")
@@ -187,3 +225,32 @@ def _verdict(overlay: object, current: dict, old: bytes, new: bytes, name: bytes
         if not is_ancestor(overlay, old.decode(), new.decode()):
             return b"non-fast-forward: force pushes are refused"
     return b"ok"
+
+
+def pack_bytes(staging: DiskObjectStore) -> int:
+    return sum(os.path.getsize(pack._basename + ".pack") for pack in staging.packs)  # type: ignore[attr-defined]
+
+
+def pushed_storage_id(repo_id: str) -> str:
+    return f"git:{repo_id}"
+
+
+def add_pushed_bytes(user_id: str, repo_id: str, n: int) -> None:
+    """Grow the repo's inventory row (check-only storage estimate) by a push's packs."""
+    now = timezone.now()
+    row, created = UserStorageBucket.objects.get_or_create(
+        user_id=user_id,
+        storage_id=pushed_storage_id(repo_id),
+        defaults={
+            "kind": StorageBucketKind.SOURCE,
+            "last_seen_at": now,
+            "estimated_bytes": n,
+            "estimated_bytes_updated_at": now,
+        },
+    )
+    if not created:
+        UserStorageBucket.objects.filter(pk=row.pk).update(
+            estimated_bytes=Coalesce(F("estimated_bytes"), 0) + n,
+            last_seen_at=now,
+            estimated_bytes_updated_at=now,
+        )

@@ -31,6 +31,7 @@ class SourceRepo(MemoryRepo):
     def __init__(self, repo_id: str) -> None:
         super().__init__()
         self.repo_id = repo_id
+        self.owner_id: str | None = None
         self.object_store = BucketObjectStore(repo_id)
         snapshot = {k.encode(): v.encode() for k, v in refs_mod.read_refs(repo_id).items()}
         self.refs = DictRefsContainer(snapshot)
