@@ -1,11 +1,11 @@
 """TOTP two-factor with recovery codes, on django-otp (ADR 0057).
 
 One TOTP device per person (an authenticator app) plus one static device holding ten single-use
-recovery codes, stored only as keyed digests (``recovery_codes``). Enrolment is two steps:
-``start`` makes an unconfirmed device whose secret the person adds to their app, ``confirm``
-checks a first code from it and only then turns two-factor on. Once on, a signed-in session counts as verified only after ``verify`` (see
-``apps.accounts.two_factor_gate``). Every outcome is an ``auth`` audit event; django-otp's
-device throttling slows guessing (each failure doubles the wait).
+recovery codes, stored only as keyed digests (``recovery_codes``). Enrolment is two steps: ``start``
+makes an unconfirmed device whose secret the person adds to their app, ``confirm`` checks a first
+code from it and only then turns two-factor on. Once on, a signed-in session counts as verified only
+after ``verify`` (see ``apps.accounts.two_factor_gate``). Every outcome is an ``auth`` audit event;
+django-otp's device throttling slows guessing (each failure doubles the wait).
 """
 
 from __future__ import annotations
