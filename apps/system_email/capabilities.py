@@ -18,6 +18,7 @@ from apps.mailbox.services import sender_rules
 from apps.system_email import models as m
 from apps.system_email.services import outbound
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 from kody.errors import InvalidInput, NotFound
 
 MESSAGE_ID = {"type": "string", "minLength": 1, "maxLength": 64}
@@ -75,7 +76,7 @@ def _full(msg: m.SystemEmailMessage) -> dict[str, Any]:
             "direction": {"type": "string", "enum": ["inbound", "outbound"]},
             "classification": {"type": "string", "enum": list(m.Classification.values)},
             "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-            "cursor": {"type": ["string", "null"], "maxLength": 64},
+            "cursor": cursor_schema(64, nullable=True),
         },
         "additionalProperties": False,
     },

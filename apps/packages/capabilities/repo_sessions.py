@@ -7,6 +7,7 @@ from typing import Any
 
 from apps.packages.services.repo_sessions import edits, sessions
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 
 ID = {"type": "string", "minLength": 1, "maxLength": 64}
 PATH = {"type": "string", "minLength": 1, "maxLength": 1024}
@@ -89,7 +90,7 @@ def repo_get_session(ctx: Context, sessionId: str) -> dict[str, Any]:  # noqa: N
         "properties": {
             "status": {"type": "string", "enum": ["active", "published", "discarded"]},
             "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-            "cursor": {"type": "string", "maxLength": 1000},
+            "cursor": cursor_schema(1000),
         },
         "additionalProperties": False,
     },
