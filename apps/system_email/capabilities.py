@@ -144,7 +144,7 @@ def admin_system_email_get(ctx: Context, messageId: str) -> dict[str, Any]:  # n
             "local": {"type": "string", "enum": LOCALS},
             "to": {
                 "type": "array",
-                "items": {"type": "string", "minLength": 3, "maxLength": 320},
+                "items": {"type": "string", "format": "email", "minLength": 3, "maxLength": 320},
                 "minItems": 1,
                 "maxItems": 50,
             },
@@ -208,6 +208,12 @@ def admin_system_email_sender_rule_list(ctx: Context) -> dict[str, Any]:
         },
         "required": ["kind", "value", "effect"],
         "additionalProperties": False,
+        # As the rule check says: an address rule names a full address; a domain rule a
+        # dotted name without "@".
+        "anyOf": [
+            {"properties": {"kind": {"const": "address"}, "value": {"pattern": "@"}}},
+            {"properties": {"kind": {"const": "domain"}, "value": {"pattern": "^[^@]*[.][^@]*$"}}},
+        ],
     },
 )
 def admin_system_email_sender_rule_set(
