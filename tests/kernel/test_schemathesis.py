@@ -165,7 +165,9 @@ FORGED = ["forged", "0", "!!not a cursor!!"]  # none is a cursor any list could 
 def test_every_cursor_says_it_is_opaque() -> None:
     assert len(CURSOR_LISTS) >= 15  # the lists issue 39 names, at least
     for operation in CURSOR_LISTS:
-        prop = get(operation.removesuffix("Call")).input_schema["properties"]["cursor"]
+        cap = get(operation.removesuffix("Call"))
+        assert cap is not None
+        prop = cap.input_schema["properties"]["cursor"]
         assert "Opaque" in prop["description"] and "nextCursor" in prop["description"]
 
 
