@@ -67,7 +67,7 @@ DEPENDS_ON_ACCOUNT_STATE = [
 # Operations whose input is code that Kody runs or checks: whether it is accepted is the result
 # of running it (execute's module, storageQuery's SQL against the bucket, packageSave's
 # manifest, deno check, lint and bundle). Their schemas state the shape (packageSave: the path
-# rules and the two files every package needs); the rest is the run's answer.
+# rules); the rest is the run's answer.
 DEPENDS_ON_RUNNING_CODE = [
     "executeCall",
     "storageQueryCall",

@@ -40,10 +40,10 @@ PAGE = {
                 "type": "object",
                 "additionalProperties": {"type": "string"},
                 # The rules ``services.packages`` enforces on paths: relative, no empty,
-                # '.', '..' or '.git' segment; and the two files every package has.
+                # '.', '..' or '.git' segment. (A missing package.json or README.md is a
+                # failed check, reported with the others, not a schema error.)
                 "propertyNames": {"pattern": FILE_PATH_PATTERN},
-                "required": ["package.json", "README.md"],
-                "minProperties": 2,
+                "minProperties": 1,
                 "maxProperties": 1000,
             },
             "packageId": ID,
