@@ -21,12 +21,13 @@ from apps.accounts.models.users import stable_user_id_for
 from apps.accounts.services import audit, identity
 from apps.accounts.services.lookup import account_by_stable_id
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 from kody.errors import InvalidInput
 
 USER_ID = {"type": "string", "minLength": 1, "maxLength": 64}
 PLAN = {"type": "string", "enum": list(Plan.values)}
 LIMIT = {"type": "integer", "minimum": 1, "maximum": 200}
-CURSOR = {"type": ["string", "null"], "maxLength": 512}
+CURSOR = cursor_schema(512, nullable=True)
 
 
 def user_view(user: User) -> dict[str, Any]:
@@ -75,7 +76,17 @@ def _decode(cursor: str, size: int) -> list[Any]:
         "properties": {
             "email": {"type": "string", "minLength": 3, "maxLength": 320},
             "username": {"type": "string", "minLength": 1, "maxLength": 64},
-            "password": {"type": "string", "minLength": 1, "maxLength": 1024},
+            "password": {
+                "type": "string",
+                # What Django's validators enforce that a schema can say: at least eight
+                # characters, not all digits. Common passwords and ones close to the
+                # username or email are refused too (422), which no schema can list.
+                "minLength": 8,
+                "maxLength": 1024,
+                "pattern": "[^0-9]",
+                "description": "At least 8 characters, not all digits, not a common password, "
+                "not close to the username or email.",
+            },
             "plan": PLAN,
         },
         "required": ["email", "username"],

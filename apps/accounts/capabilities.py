@@ -8,6 +8,7 @@ from typing import Any
 from apps.accounts.models import AccessToken
 from apps.accounts.services import tokens
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 
 WHOAMI_OUTPUT = {
     "type": "object",
@@ -139,7 +140,7 @@ EXPORT_SECTION_INPUT = {
             ),
         },
         "table": {"type": "string", "maxLength": 64, "description": "With section d1_table."},
-        "cursor": {"type": ["string", "null"], "maxLength": 4096},
+        "cursor": cursor_schema(4096, nullable=True),
         "limit": {"type": "integer", "minimum": 1, "maximum": 500},
     },
     "required": ["section"],

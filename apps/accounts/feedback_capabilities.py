@@ -13,6 +13,7 @@ from apps.accounts.models import PlatformFeedback
 from apps.accounts.models.feedback import FeedbackCategory, FeedbackStatus
 from apps.accounts.services import audit, feedback
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 from kody.errors import InvalidInput, NotFound
 
 CATEGORY = {"type": "string", "enum": list(FeedbackCategory.values)}
@@ -117,7 +118,7 @@ def admin_platform_feedback_get(ctx: Context, id: str) -> dict[str, Any]:  # noq
             "status": STATUS,
             "category": CATEGORY,
             "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-            "cursor": {"type": ["string", "null"], "maxLength": 200},
+            "cursor": cursor_schema(200, nullable=True),
         },
         "additionalProperties": False,
     },

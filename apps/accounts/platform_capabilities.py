@@ -27,7 +27,7 @@ from kody.capabilities import Context, capability
     input_schema={
         "type": "object",
         "properties": {
-            "email": {"type": "string", "minLength": 3, "maxLength": 320},
+            "email": {"type": "string", "format": "email", "minLength": 3, "maxLength": 320},
             "username": {"type": "string", "minLength": 1, "maxLength": 64},
         },
         "required": ["email", "username"],

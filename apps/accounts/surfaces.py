@@ -238,7 +238,7 @@ USER_TABLE_TARGETS: tuple[TableTarget, ...] = (
         columns=("device_id",),
         parent="otp_static_staticdevice",
         export=False,
-        note="recovery codes; credentials, never exported",
+        note="recovery codes (keyed digests only); credentials, never exported",
     ),
     TableTarget(
         "otp_static_staticdevice",

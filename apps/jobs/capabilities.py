@@ -13,11 +13,20 @@ from apps.jobs.actor.runlog import TRIAGE
 from apps.jobs.schedules import MAX_INTERVAL_SECONDS, MIN_INTERVAL_SECONDS
 from apps.jobs.services import runs, storage
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 from kody.capabilities.secrecy import TARGET as TARGET_MARK
 
 ID = {"type": "string", "minLength": 1, "maxLength": 512}
-CURSOR = {"type": "string", "minLength": 1, "maxLength": 2048}
+CURSOR = cursor_schema(2048, min_length=1)
 LIMIT = {"type": "integer", "minimum": 1, "maximum": 100}
+# jobList pages by job id, not by an opaque token: any string is a position to continue after.
+JOB_CURSOR = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 2048,
+    "description": "The nextCursor of the previous page (the id of its last job); the list "
+    "continues with the jobs after it.",
+}
 TARGET = {
     "type": "object",
     "description": 'A capability call the caller may make: {"capability": "accountUsage", '
@@ -185,7 +194,7 @@ def job_get(ctx: Context, jobId: str) -> dict[str, Any]:  # noqa: N803
     domain="jobs",
     title="List jobs",
     description="The caller's jobs, a page at a time.",
-    input_schema=_object({"cursor": CURSOR, "limit": LIMIT}, []),
+    input_schema=_object({"cursor": JOB_CURSOR, "limit": LIMIT}, []),
 )
 def job_list(ctx: Context, cursor: str | None = None, limit: int = 50) -> dict[str, Any]:
     return services.list_jobs(ctx.user_id, cursor=cursor, limit=limit)
@@ -369,7 +378,7 @@ def workflow_run_cancel(ctx: Context, workflowId: str) -> dict[str, Any]:  # noq
     "service: ids), keys in order.",
     input_schema=_object(
         {
-            "storageId": ID,
+            "storageId": runtime_capabilities.STORAGE_ID,
             "cursor": CURSOR,
             "pageSize": {"type": "integer", "minimum": 1, "maximum": 500},
         },

@@ -9,6 +9,7 @@ from typing import Any
 from apps.jobs.services import runs
 from apps.jobs.services import storage as buckets
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 from kody.errors import InvalidInput
 
 # The schema states the shape ``services.storage.check_storage_id`` enforces.
@@ -79,7 +80,7 @@ def storage_delete(ctx: Context, storageId: str, key: str) -> Any:  # noqa: N803
         {
             "storageId": STORAGE_ID,
             "prefix": {"type": "string", "maxLength": 512},
-            "cursor": {"type": "string", "maxLength": 2048},
+            "cursor": cursor_schema(2048),
             "limit": {"type": "integer", "minimum": 1, "maximum": 500},
         },
         ["storageId"],

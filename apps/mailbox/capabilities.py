@@ -15,11 +15,12 @@ from apps.entitlements.services.enforcement import current_use, next_utc_midnigh
 from apps.mailbox.services import inboxes, outbound, reads, sender_rules
 from apps.mailbox.services import maintenance as ops
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 from kody.errors import NotFound
 
 ID = {"type": "string", "minLength": 1, "maxLength": 64}
 LIMIT = {"type": "integer", "minimum": 1, "maximum": 500}
-CURSOR = {"type": ["string", "null"], "maxLength": 2000}
+CURSOR = cursor_schema(2000, nullable=True)
 ADDRESSES = {"type": "array", "items": {"type": "string", "maxLength": 320}, "maxItems": 50}
 
 

@@ -18,6 +18,7 @@ from apps.mailbox.services import sender_rules
 from apps.system_email import models as m
 from apps.system_email.services import outbound
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 from kody.errors import InvalidInput, NotFound
 
 MESSAGE_ID = {"type": "string", "minLength": 1, "maxLength": 64}
@@ -75,7 +76,7 @@ def _full(msg: m.SystemEmailMessage) -> dict[str, Any]:
             "direction": {"type": "string", "enum": ["inbound", "outbound"]},
             "classification": {"type": "string", "enum": list(m.Classification.values)},
             "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-            "cursor": {"type": ["string", "null"], "maxLength": 64},
+            "cursor": cursor_schema(64, nullable=True),
         },
         "additionalProperties": False,
     },
@@ -143,7 +144,7 @@ def admin_system_email_get(ctx: Context, messageId: str) -> dict[str, Any]:  # n
             "local": {"type": "string", "enum": LOCALS},
             "to": {
                 "type": "array",
-                "items": {"type": "string", "minLength": 3, "maxLength": 320},
+                "items": {"type": "string", "format": "email", "minLength": 3, "maxLength": 320},
                 "minItems": 1,
                 "maxItems": 50,
             },
@@ -207,6 +208,12 @@ def admin_system_email_sender_rule_list(ctx: Context) -> dict[str, Any]:
         },
         "required": ["kind", "value", "effect"],
         "additionalProperties": False,
+        # As the rule check says: an address rule names a full address; a domain rule a
+        # dotted name without "@".
+        "anyOf": [
+            {"properties": {"kind": {"const": "address"}, "value": {"pattern": "@"}}},
+            {"properties": {"kind": {"const": "domain"}, "value": {"pattern": "^[^@]*[.][^@]*$"}}},
+        ],
     },
 )
 def admin_system_email_sender_rule_set(

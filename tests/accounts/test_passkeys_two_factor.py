@@ -4,6 +4,7 @@ frozen so the TOTP codes are predictable."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from django.test import Client
 
 from apps.accounts.models import Passkey, User
+from apps.accounts.services import passkeys
 from tests.accounts.softauthn import SoftAuthenticator
 from tests.accounts.test_passkeys import _json, _post, _register, _sign_in, authenticator
 from tests.accounts.test_two_factor import _app_code, _signed_in_with_password, _turn_on
@@ -84,3 +86,74 @@ def test_without_two_factor_a_passkey_sign_in_is_enough(
     client = Client()
     assert _sign_in(client, authenticator).status_code == 200
     assert client.get("/account/memories").status_code == 200
+
+
+# --- the admin's own sign-in form ----------------------------------------------------------
+
+
+def test_the_admin_login_form_offers_a_passkey_and_the_gate_still_applies(
+    frozen_clock, operator: User, outsider: User
+) -> None:
+    rp_id, origin = passkeys.relying_party()
+    key = SoftAuthenticator(origin, rp_id)
+    setup = Client()
+    setup.force_login(operator)
+    options = setup.post("/webauthn/register/options", "{}", content_type="application/json")
+    credential = key.create(json.loads(options.content))
+    registered = setup.post(
+        "/webauthn/register",
+        json.dumps({"credential": credential, "name": "Key"}),
+        content_type="application/json",
+    )
+    assert registered.status_code == 200, registered.content
+
+    page = Client().get("/admin/login/?next=/admin/").content.decode()
+    assert 'data-testid="admin-passkey"' in page and "kody-passkeys.js" in page
+    assert "/webauthn/authenticate?next=/admin/" in page
+
+    client = Client()
+    options = client.post("/webauthn/authenticate/options", "{}", content_type="application/json")
+    answer = key.get(json.loads(options.content))
+    signed = client.post(
+        "/webauthn/authenticate?next=/admin/",
+        json.dumps({"credential": answer}),
+        content_type="application/json",
+    )
+    assert signed.status_code == 200 and json.loads(signed.content)["redirect"] == "/admin/"
+    assert client.get("/admin/").status_code == 200
+
+    # With two-factor on, the same passkey sign-in still meets the code prompt before /admin/.
+    _turn_on(setup, operator)
+    frozen_clock.shift(timedelta(minutes=1))
+    later = Client()
+    options = later.post("/webauthn/authenticate/options", "{}", content_type="application/json")
+    answer = key.get(json.loads(options.content))
+    later.post(
+        "/webauthn/authenticate?next=/admin/",
+        json.dumps({"credential": answer}),
+        content_type="application/json",
+    )
+    gated = later.get("/admin/")
+    assert gated.status_code == 302
+    assert gated["Location"].startswith("/account/two-factor/verify")
+
+    # Someone who is not an operator signs in with their passkey but gets no admin page.
+    outsider_session = Client()
+    outsider_session.force_login(outsider)
+    options = outsider_session.post(
+        "/webauthn/register/options", "{}", content_type="application/json"
+    )
+    theirs = SoftAuthenticator(origin, rp_id)
+    outsider_session.post(
+        "/webauthn/register",
+        json.dumps({"credential": theirs.create(json.loads(options.content)), "name": "K"}),
+        content_type="application/json",
+    )
+    stranger = Client()
+    options = stranger.post("/webauthn/authenticate/options", "{}", content_type="application/json")
+    stranger.post(
+        "/webauthn/authenticate?next=/admin/",
+        json.dumps({"credential": theirs.get(json.loads(options.content))}),
+        content_type="application/json",
+    )
+    assert stranger.get("/admin/").status_code == 302

@@ -4,15 +4,19 @@ clock is frozen so the codes are the ones an authenticator app would show at tha
 
 from __future__ import annotations
 
+import importlib
 from datetime import timedelta
 
 import pytest
+from django.apps import apps as django_apps
+from django.db import connection
 from django.test import Client
 from django_otp.oath import TOTP
+from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.accounts.models import User
-from apps.accounts.services import two_factor
+from apps.accounts.services import recovery_codes, two_factor
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 PASSWORD = "correct-horse-battery-9"
@@ -152,3 +156,90 @@ def test_someone_else_is_not_affected_and_cannot_see_it(
     assert not any(code in page for code in codes)
     # The owner's recovery code does not unlock the outsider's account either.
     assert two_factor.verify(outsider, codes[0]) is None
+
+
+# --- recovery codes are kept only as keyed digests ---------------------------------------
+
+
+def _recovery_table_text() -> str:
+    """Everything the recovery-code table holds, as one string to search."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM otp_static_statictoken")
+        return "\n".join(repr(row) for row in cursor.fetchall())
+
+
+def test_the_database_never_holds_a_recovery_code_in_clear(
+    frozen_clock, owner: User, owner_client: Client
+) -> None:
+    codes = _turn_on(owner_client, owner)
+    again = owner_client.post("/account/two-factor/change", {"action": "regenerate"})
+    fresh = again.context["codes"]
+    assert len(fresh) == 10 and not set(fresh) & set(codes)
+    table = _recovery_table_text().lower()
+    assert StaticToken.objects.filter(device__user=owner).count() == 10
+    for code in codes + fresh:
+        assert recovery_codes.normalize(code) not in table and code not in table
+    # The old set was replaced: none of its codes opens a session any more.
+    client = _signed_in_with_password(owner)
+    assert client.post("/account/two-factor/verify", {"code": codes[1]}).status_code == 400
+    frozen_clock.shift(timedelta(minutes=2))
+    # Typed the way people type: upper case, spaces instead of dashes.
+    typed = fresh[3].upper().replace("-", " ")
+    assert client.post("/account/two-factor/verify", {"code": typed}).status_code == 302
+
+
+def test_a_wrong_recovery_code_fails_and_throttles_the_next_try(
+    frozen_clock, owner: User, owner_client: Client
+) -> None:
+    codes = _turn_on(owner_client, owner)
+    client = _signed_in_with_password(owner)
+    assert (
+        client.post("/account/two-factor/verify", {"code": "aaaa-bbbb-cccc-dddd"}).status_code
+        == 400
+    )
+    device = StaticDevice.objects.get(user=owner)
+    assert device.throttling_failure_count == 1
+    # Inside the throttle window even the right code is refused, and it is not spent.
+    assert client.post("/account/two-factor/verify", {"code": codes[0]}).status_code == 400
+    assert two_factor.remaining_recovery_codes(owner) == 10
+    frozen_clock.shift(timedelta(minutes=2))
+    assert client.post("/account/two-factor/verify", {"code": codes[0]}).status_code == 302
+    device.refresh_from_db()
+    assert device.throttling_failure_count == 0
+    assert two_factor.remaining_recovery_codes(owner) == 9
+
+
+def test_one_persons_recovery_code_never_works_for_another(
+    frozen_clock, owner: User, owner_client: Client, outsider: User, outsider_client: Client
+) -> None:
+    mine = _turn_on(owner_client, owner)
+    frozen_clock.shift(timedelta(minutes=1))
+    theirs = _turn_on(outsider_client, outsider)
+    for code in mine:
+        assert two_factor.verify(outsider, code) is None
+        frozen_clock.shift(timedelta(minutes=20))  # past each (doubling) throttle delay
+    assert two_factor.remaining_recovery_codes(owner) == 10
+    assert two_factor.remaining_recovery_codes(outsider) == 10
+    assert two_factor.verify(outsider, theirs[0]) is not None
+
+
+def test_plain_codes_from_before_are_hashed_by_the_migration(
+    frozen_clock, owner: User, owner_client: Client
+) -> None:
+    _turn_on(owner_client, owner)
+    device = StaticDevice.objects.get(user=owner)
+    device.token_set.all().delete()
+    legacy = [StaticToken.random_token() for _ in range(2)]  # django-otp's own eight characters
+    StaticToken.objects.bulk_create(StaticToken(device=device, token=c) for c in legacy)
+
+    migration = importlib.import_module("apps.accounts.migrations.0008_hash_recovery_codes")
+    migration.hash_plain_codes(django_apps, None)
+    migration.hash_plain_codes(django_apps, None)  # a second run changes nothing
+
+    table = _recovery_table_text()
+    assert not any(code in table for code in legacy)
+    assert two_factor.verify(owner, legacy[0]) is not None
+    frozen_clock.shift(timedelta(minutes=2))
+    assert two_factor.verify(owner, legacy[0]) is None  # spent
+    frozen_clock.shift(timedelta(minutes=2))
+    assert two_factor.verify(owner, legacy[1]) is not None

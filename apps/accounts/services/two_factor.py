@@ -1,11 +1,11 @@
 """TOTP two-factor with recovery codes, on django-otp (ADR 0057).
 
 One TOTP device per person (an authenticator app) plus one static device holding ten single-use
-recovery codes. Enrolment is two steps: ``start`` makes an unconfirmed device whose secret the
-person adds to their app, ``confirm`` checks a first code from it and only then turns
-two-factor on. Once on, a signed-in session counts as verified only after ``verify`` (see
-``apps.accounts.two_factor_gate``). Every outcome is an ``auth`` audit event; django-otp's
-device throttling slows guessing (each failure doubles the wait).
+recovery codes, stored only as keyed digests (``recovery_codes``). Enrolment is two steps: ``start``
+makes an unconfirmed device whose secret the person adds to their app, ``confirm`` checks a first
+code from it and only then turns two-factor on. Once on, a signed-in session counts as verified only
+after ``verify`` (see ``apps.accounts.two_factor_gate``). Every outcome is an ``auth`` audit event;
+django-otp's device throttling slows guessing (each failure doubles the wait).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.accounts.models import User
-from apps.accounts.services import audit
+from apps.accounts.services import audit, recovery_codes
 from kody.errors import InvalidInput
 
 RECOVERY_CODES = 10
@@ -69,11 +69,13 @@ def regenerate(user: User, *, ip: str | None = None) -> list[str]:
 
 def verify(user: User, code: str, *, ip: str | None = None) -> Device | None:
     """The device that accepts ``code`` (a recovery code is used up), or None."""
-    token = code.strip().replace(" ", "").lower()
     with transaction.atomic():
         for device in devices_for_user(user, for_verify=True):
-            candidate = _digits(token) if isinstance(device, TOTPDevice) else token
-            if device.verify_is_allowed()[0] and device.verify_token(candidate):
+            if isinstance(device, StaticDevice):
+                ok = recovery_codes.use(device, code)
+            else:
+                ok = device.verify_is_allowed()[0] and device.verify_token(_digits(code))
+            if ok:
                 kind = "recovery_code" if isinstance(device, StaticDevice) else "totp"
                 _audit(user, "two_factor_verify", "success", ip, kind)
                 return device
@@ -99,10 +101,7 @@ def _new_recovery_codes(user: User) -> list[str]:
     device, _ = StaticDevice.objects.get_or_create(
         user=user, name=RECOVERY, defaults={"confirmed": True}
     )
-    device.token_set.all().delete()
-    codes = [StaticToken.random_token() for _ in range(RECOVERY_CODES)]
-    StaticToken.objects.bulk_create(StaticToken(device=device, token=c) for c in codes)
-    return codes
+    return recovery_codes.store(device, RECOVERY_CODES)
 
 
 def _digits(code: str) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 from apps.community.services import listings
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 
 ID = {"type": "string", "minLength": 1, "maxLength": 64}
 
@@ -71,7 +72,7 @@ def community_unpublish(ctx: Context, listingId: str) -> Any:  # noqa: N803
                 "maxItems": 10,
             },
             "limit": {"type": "integer", "minimum": 1, "maximum": 50},
-            "cursor": {"type": "string", "maxLength": 200},
+            "cursor": cursor_schema(200),
         },
         "required": ["query"],
         "additionalProperties": False,

@@ -6,6 +6,7 @@ from typing import Any
 
 from apps.community.services import moderation
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 
 ID = {"type": "string", "minLength": 1, "maxLength": 64}
 
@@ -79,7 +80,7 @@ def community_set_featured(ctx: Context, listingId: str, featured: bool) -> Any:
         "type": "object",
         "properties": {
             "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-            "cursor": {"type": "string", "maxLength": 500},
+            "cursor": cursor_schema(500),
         },
         "additionalProperties": False,
     },

@@ -6,12 +6,13 @@ from typing import Any
 
 from apps.community.services import forks, social
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 
 ID = {"type": "string", "minLength": 1, "maxLength": 64}
 USERNAME = {"type": "string", "minLength": 1, "maxLength": 65}
 PAGE = {
     "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-    "cursor": {"type": "string", "maxLength": 500},
+    "cursor": cursor_schema(500),
 }
 
 

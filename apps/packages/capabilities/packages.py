@@ -6,6 +6,7 @@ from typing import Any
 
 from apps.packages.services import packages
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 
 ID = {"type": "string", "minLength": 1, "maxLength": 64}
 BY_PACKAGE = {
@@ -14,9 +15,10 @@ BY_PACKAGE = {
     "required": ["packageId"],
     "additionalProperties": False,
 }
+FILE_PATH_PATTERN = r"^(?!(?:.*/)?(?:\.|\.\.|\.git)(?:/|$))[^/]+(?:/[^/]+)*$"
 PAGE = {
     "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-    "cursor": {"type": "string", "maxLength": 1000},
+    "cursor": cursor_schema(1000),
 }
 
 
@@ -37,6 +39,10 @@ PAGE = {
             "files": {
                 "type": "object",
                 "additionalProperties": {"type": "string"},
+                # The rules ``services.packages`` enforces on paths: relative, no empty,
+                # '.', '..' or '.git' segment. (A missing package.json or README.md is a
+                # failed check, reported with the others, not a schema error.)
+                "propertyNames": {"pattern": FILE_PATH_PATTERN},
                 "minProperties": 1,
                 "maxProperties": 1000,
             },

@@ -7,6 +7,7 @@ from typing import Any
 
 from apps.packages.services.repo_sessions import edits, sessions
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 
 ID = {"type": "string", "minLength": 1, "maxLength": 64}
 PATH = {"type": "string", "minLength": 1, "maxLength": 1024}
@@ -23,6 +24,9 @@ def _schema(required: list[str], **props: Any) -> dict[str, Any]:
 
 
 BY_SESSION = _schema([])
+
+
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
 
 @capability(
@@ -89,7 +93,7 @@ def repo_get_session(ctx: Context, sessionId: str) -> dict[str, Any]:  # noqa: N
         "properties": {
             "status": {"type": "string", "enum": ["active", "published", "discarded"]},
             "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-            "cursor": {"type": "string", "maxLength": 1000},
+            "cursor": cursor_schema(1000),
         },
         "additionalProperties": False,
     },
@@ -157,12 +161,20 @@ def repo_read_file(ctx: Context, sessionId: str, path: str) -> dict[str, Any]:  
     mutates=True,
     title="Write a file in a repo session",
     description="Create or overwrite one file (at most 10 MiB).",
-    input_schema=_schema(
-        ["path", "content"],
-        path=PATH,
-        content={"type": "string"},
-        encoding={"type": "string", "enum": ["utf-8", "base64"]},
-    ),
+    input_schema={
+        **_schema(
+            ["path", "content"],
+            path=PATH,
+            content={"type": "string"},
+            encoding={"type": "string", "enum": ["utf-8", "base64"]},
+        ),
+        # With encoding base64, content is strict base64 (padded, no whitespace).
+        "anyOf": [
+            {"not": {"required": ["encoding"]}},
+            {"properties": {"encoding": {"const": "utf-8"}}},
+            {"properties": {"content": {"pattern": BASE64_PATTERN}}},
+        ],
+    },
 )
 def repo_write_file(
     ctx: Context,

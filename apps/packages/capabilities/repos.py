@@ -6,6 +6,7 @@ from typing import Any
 
 from apps.packages.services import packages, repos
 from kody.capabilities import Context, capability
+from kody.capabilities.cursors import cursor_schema
 
 REPO_ID = {"type": "string", "minLength": 1, "maxLength": 64}
 BY_REPO = {
@@ -71,7 +72,7 @@ def repo_get(ctx: Context, repoId: str) -> dict[str, Any]:  # noqa: N803
         "type": "object",
         "properties": {
             "limit": {"type": "integer", "minimum": 1, "maximum": 100},
-            "cursor": {"type": "string", "maxLength": 1000},
+            "cursor": cursor_schema(1000),
         },
         "additionalProperties": False,
     },
