@@ -25,7 +25,9 @@ def test_owner_approves_a_secret_grant_in_the_browser(browser: Any, site: str) -
 
     owner = UserFactory(username=f"approver-{RUN}")
     uid = owner.stable_user_id
-    secrets.set_many(uid, [secrets.NewSecret("API_KEY", "sk-e2e-never-shown", ["api.x.com"])])
+    secrets.set_many(
+        uid, [secrets.NewSecret("API_KEY", "sk-e2e-never-shown", allowed_hosts=["api.x.com"])]
+    )
     package = SavedPackageFactory(
         user_id=uid, name=f"forked-{RUN}", kody_id=f"@{RUN}/forked", source_id=f"src-{RUN}"
     )
