@@ -302,9 +302,19 @@ def test_operator_applies_across_accounts_audit_first_and_reverts(
     assert ("adminPackageCodemodScan", "success") in actions
 
 
-def test_unknown_codemod_is_a_coded_404_and_no_run(as_owner):
-    assert as_owner.error("packageCodemodScan", 404, codemodId="nope")["code"] == "unknown_codemod"
+def test_unknown_codemod_is_refused_by_the_schema_and_starts_no_run(as_owner):
+    # The schema lists the registered codemods, so an unknown id is invalid input.
+    error = as_owner.error("packageCodemodScan", 422, codemodId="nope")
+    assert error["code"] == "invalid_input"
+    assert error["details"]["errors"][0]["path"] == "/codemodId"
     assert not PackageCodemodRun.objects.exists()
+
+
+def test_the_registry_refuses_an_id_it_does_not_hold():
+    # Callers past the schema (the admin JSON view, the resuming task) still meet the registry.
+    with pytest.raises(registry.UnknownCodemod) as caught:
+        registry.get("nope")
+    assert caught.value.code == "unknown_codemod"
 
 
 def test_follow_renames_rewrites_old_specifiers_to_the_current_name(owner):

@@ -20,8 +20,17 @@ from apps.packages.services.codemods import registry, runs
 from kody.capabilities import Context, capability
 
 ID = {"type": "string", "minLength": 1, "maxLength": 64}
-CODEMOD = {"type": "string", "minLength": 1, "maxLength": 128}
-PACKAGE_IDS = {"type": "array", "items": ID, "minItems": 1, "maxItems": 500, "uniqueItems": True}
+# The registered codemods, stated in the schema (an id the registry lacks is no valid input).
+CODEMOD = {"type": "string", "enum": sorted(registry.CODEMODS)}
+# Package ids are UUIDs; the pattern says so loosely (letters, digits, ``._:-``).
+PACKAGE_ID = {**ID, "pattern": r"^[A-Za-z0-9._:-]+$"}
+PACKAGE_IDS = {
+    "type": "array",
+    "items": PACKAGE_ID,
+    "minItems": 1,
+    "maxItems": 500,
+    "uniqueItems": True,
+}
 INLINE_ITEMS = 200
 MAX_ITEMS_SHOWN = 500
 
