@@ -22,6 +22,8 @@ from apps.accounts.models import PlatformProviderMark
 from apps.accounts.page_writes import guarded_page_write
 from apps.accounts.policy import write_guard
 from apps.packages.models import SavedPackage, UserIntegration
+from apps.packages.pages import problem_page as _problem
+from apps.packages.pages import stable_id as _uid
 from apps.packages.services.integrations import (
     connections,
     flow,
@@ -47,16 +49,6 @@ APP_FIELDS = (
     "scopeSeparator",
 )
 LOGO_MAX_AGE = 3600
-
-
-def _uid(request: HttpRequest) -> str:
-    return request.user.stable_user_id  # type: ignore[union-attr]
-
-
-def _problem(request: HttpRequest, exc: KodyError, title: str) -> HttpResponse:
-    return render(
-        request, "accounts/problem.html", {"title": title, "error": exc}, status=exc.status
-    )
 
 
 def _words(text: str) -> list[str]:

@@ -16,19 +16,12 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from apps.accounts.page_writes import guarded_page_write
 from apps.accounts.policy import write_guard
+from apps.packages.pages import problem_page as _problem
+from apps.packages.pages import stable_id as _uid
 from apps.packages.services import mcp_servers
 from kody.errors import InvalidInput, KodyError
 
 ACTIONS = ("reconnect", "refresh", "enable", "disable", "remove", "authorize")
-
-
-def _uid(request: HttpRequest) -> str:
-    return request.user.stable_user_id  # type: ignore[union-attr]
-
-
-def _problem(request: HttpRequest, exc: KodyError, title: str) -> HttpResponse:
-    context = {"title": title, "error": exc}
-    return render(request, "accounts/problem.html", context, status=exc.status)
 
 
 @login_required

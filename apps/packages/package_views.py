@@ -9,22 +9,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from apps.packages.pages import problem_page as _problem
+from apps.packages.pages import stable_id as _uid
 from apps.packages.services import packages, repos
 from apps.packages.services.git import read_tree
 from kody.callers import account_policy
 from kody.errors import KodyError
 
 TREE_LIMIT = 500
-
-
-def _uid(request: HttpRequest) -> str:
-    return request.user.stable_user_id  # type: ignore[union-attr]
-
-
-def _problem(request: HttpRequest, exc: KodyError, title: str) -> HttpResponse:
-    return render(
-        request, "accounts/problem.html", {"title": title, "error": exc}, status=exc.status
-    )
 
 
 @login_required

@@ -13,12 +13,9 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.entitlements.plans import limit_for
 from apps.entitlements.services.plan_cache import cached_plan
 from apps.packages.models import EntitySource, SavedPackage, UserRepo
+from apps.packages.pages import stable_id as _uid
 from apps.packages.services.repo_sessions import sessions
 from kody.errors import KodyError
-
-
-def _uid(request: HttpRequest) -> str:
-    return request.user.stable_user_id  # type: ignore[union-attr]
 
 
 def _source_names(uid: str, source_ids: set[str]) -> dict[str, str]:

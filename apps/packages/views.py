@@ -11,19 +11,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.accounts.page_writes import guarded_page_write
 from apps.packages.models import SavedPackage
+from apps.packages.pages import problem_page as _problem
+from apps.packages.pages import stable_id as _uid
 from apps.packages.services import memories, secrets
 from kody.errors import KodyError
 
 MEMORY_PAGE = 200
-
-
-def _uid(request: HttpRequest) -> str:
-    return request.user.stable_user_id  # type: ignore[union-attr]
-
-
-def _problem(request: HttpRequest, exc: KodyError, title: str) -> HttpResponse:
-    context = {"title": title, "error": exc}
-    return render(request, "accounts/problem.html", context, status=exc.status)
 
 
 @login_required
