@@ -110,6 +110,19 @@ def package_codemod_list(ctx: Context, runId: str | None = None) -> dict[str, An
     return {"codemods": registry.listing(), "runs": [runs.summary(r) for r in mine]}
 
 
+def _start_own(
+    ctx: Context, codemod_id: str, mode: str, package_ids: list[str] | None
+) -> PackageCodemodRun:
+    """A run the caller starts over their own packages."""
+    return runs.start(
+        codemod_id,
+        mode,
+        initiated_by=ctx.user_id,
+        scope_user_id=ctx.user_id,
+        package_ids=package_ids,
+    )
+
+
 @capability(
     name="packageCodemodScan",
     domain="packages",
@@ -123,13 +136,7 @@ def package_codemod_scan(
     codemodId: str,  # noqa: N803
     packageIds: list[str] | None = None,  # noqa: N803
 ) -> dict[str, Any]:
-    run = runs.start(
-        codemodId,
-        CodemodMode.SCAN,
-        initiated_by=ctx.user_id,
-        scope_user_id=ctx.user_id,
-        package_ids=packageIds,
-    )
+    run = _start_own(ctx, codemodId, CodemodMode.SCAN, packageIds)
     return _inline(run, ctx.user_id)
 
 
@@ -146,13 +153,7 @@ def package_codemod_dry_run(
     codemodId: str,  # noqa: N803
     packageIds: list[str] | None = None,  # noqa: N803
 ) -> dict[str, Any]:
-    run = runs.start(
-        codemodId,
-        CodemodMode.DRY_RUN,
-        initiated_by=ctx.user_id,
-        scope_user_id=ctx.user_id,
-        package_ids=packageIds,
-    )
+    run = _start_own(ctx, codemodId, CodemodMode.DRY_RUN, packageIds)
     return _inline(run, ctx.user_id)
 
 
@@ -173,13 +174,7 @@ def package_codemod_apply(
     codemodId: str,  # noqa: N803
     packageIds: list[str] | None = None,  # noqa: N803
 ) -> dict[str, Any]:
-    run = runs.start(
-        codemodId,
-        CodemodMode.APPLY,
-        initiated_by=ctx.user_id,
-        scope_user_id=ctx.user_id,
-        package_ids=packageIds,
-    )
+    run = _start_own(ctx, codemodId, CodemodMode.APPLY, packageIds)
     _enqueue(run)
     return {"run": runs.summary(run)}
 
