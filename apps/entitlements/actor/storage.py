@@ -92,15 +92,16 @@ class StorageBytesPart(MeterPart):
         return {"set": applied is not None, "bytes": current[0], "revision": current[1]}
 
     def reconcile_storage_bytes(self) -> StorageReconcile:
-        """Recompute payload bytes from the owner's public rows and set them, atomically.
+        """Recompute payload bytes from the owner's public rows and the rows of their own
+        schema that writers reserve (``register_schema_payload``), and set them, atomically.
 
         Runs under the owner lock, so no reservation can interleave between the measurement
         and the write (the original needed a compare-and-set across two stores for this).
         """
-        from apps.entitlements.services.storage import payload_bytes
+        from apps.entitlements.services.storage import payload_bytes, schema_payload_bytes
 
         before = self.read_storage_bytes()
-        measured = payload_bytes(self.user_id)
+        measured = payload_bytes(self.user_id) + schema_payload_bytes(self.user_id)
         after = self.set_storage_bytes(measured)
         return {"bytes": measured, "previous": before["bytes"], "revision": after["revision"]}
 

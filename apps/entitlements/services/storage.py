@@ -110,6 +110,41 @@ def reset_payload_sql_cache() -> None:
     payload_sql.cache_clear()
 
 
+# --- rows in the user's own schema (mail, run records) ---------------------------------------
+
+# Actor (table set) name -> SQL over that set's tables, run with the user's schema first on
+# the search path, returning one bigint: the bytes its rows hold. Apps above this one register
+# theirs in ``ready()``; reconciliation adds them to the public rows' bytes, so bytes an actor
+# reserved on write survive the nightly reset.
+_SCHEMA_PAYLOAD: dict[str, str] = {}
+
+
+def register_schema_payload(actor: str, sql: str) -> None:
+    _SCHEMA_PAYLOAD[actor] = sql
+
+
+def schema_payload_bytes(stable_user_id: str) -> int:
+    """What the user's per-user schema rows weigh, for the table sets the schema has. Runs
+    inside a call on that user's schema (the meter's reconciliation)."""
+    if not _SCHEMA_PAYLOAD:
+        return 0
+    from kody.userschema.models import UserSchema
+
+    created = (
+        UserSchema.objects.filter(user_id=stable_user_id)
+        .values_list("table_sets", flat=True)
+        .first()
+    )
+    total = 0
+    with connection.cursor() as cursor:
+        for actor, sql in sorted(_SCHEMA_PAYLOAD.items()):
+            if created is not None and actor not in created:
+                continue  # the set was never created: nothing stored there
+            cursor.execute(sql)
+            total += int(cursor.fetchone()[0] or 0)
+    return total
+
+
 # --- bucket estimates (check-only, never reserved into the meter) ----------------------------
 
 Estimator = Callable[[str, str], int]  # (stable_user_id, storage_id) -> bytes
