@@ -9,14 +9,14 @@ is marked ``hibernated_at`` — all in ONE transaction. Restoring is the reverse
 transaction, in three round trips plus one COPY per non-empty table: the registry and archive
 rows together; ``search_path`` and a spare schema renamed to the user's
 (``kody.userschema.spares``), else the schema and its bare tables from the current DDL (its
-table sets only, compiled once per process); ``COPY … FROM STDIN`` of each table; then the
-indexes and constraints (built after the load), identity sequences, the archive row's
-deletion and the cleared mark in one pipeline; then the data steps between the archived
+table sets that held rows only, compiled once per process); ``COPY … FROM STDIN`` of each
+table; then the indexes and constraints (built after the load), identity sequences, the archive
+row's deletion and the cleared mark in one pipeline; then the data steps between the archived
 version and the current one (the fleet upgrade, on restore). Nothing asks the catalog which
 tables or sequences exist: at fleet scale (a million pg_class rows) a scan by namespace would
-dominate the restore. So after any crash exactly one of schema and archive is authoritative:
-a transaction that did not commit left the other one untouched (and a spare it took is a
-spare again).
+dominate the restore. So after any crash exactly one of schema and archive is authoritative: a
+transaction that did not commit left the other one untouched (and a spare it took is a spare
+again).
 
 Locks. Hibernation takes ``actor_owner`` in ACCESS EXCLUSIVE mode first: it waits for a running
 call to finish, and every call that arrives meanwhile queues behind it (calls lock the owner
@@ -176,12 +176,23 @@ def _forget(user_id: str) -> None:
 
 
 def restore_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
-    """Bring a hibernated user's schema back at the current version; returns its name. A
-    no-op (the name) when it is awake. One transaction, in few round trips (issue 16: restore
-    p99 <= 100 ms): the registry and archive rows together; the schema and its bare tables in
-    one pipeline; one COPY per table that has rows; then indexes, foreign keys, identity
-    sequences, the archive's deletion and the registry update in one more pipeline. No
-    catalog scan: which tables, columns and sequences there are comes from the compiled DDL."""
+    """Bring a hibernated user's schema back at the current version; returns its name."""
+    return restore(user_id, using)[0]
+
+
+def restore(user_id: str, using: str = DEFAULT_DB_ALIAS) -> tuple[str, list[str] | None]:
+    """Bring a hibernated user's schema back at the current version; returns its name and
+    the registry's ``table_sets`` after. A no-op when it is awake. One transaction, in few
+    round trips (issue 16: restore p99 <= 100 ms): the registry and archive rows together;
+    the schema and its bare tables in one pipeline; one COPY per table that has rows; then
+    indexes, foreign keys, identity sequences, the archive's deletion and the registry update
+    in one more pipeline. No catalog scan: which tables, columns and sequences there are
+    comes from the compiled DDL.
+
+    A table set whose tables were all empty is not rebuilt: creating a set's tables and
+    indexes is most of a restore's cost (a Mailbox set alone doubles it), and an empty set
+    is exactly what the actor's first call creates anyway (``ensure_schema``). So the
+    registry forgets it and the set comes back on first use, not on every wake."""
     connection = connections[using]
     with transaction.atomic(using=using), connection.cursor() as cursor:
         cursor.execute(
@@ -196,7 +207,8 @@ def restore_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
         schema, version, created, data = row
         document = json.loads(zlib.decompress(bytes(data)))
         target = schema_version()
-        plan = _restore_plan(target, _frozen(document["table_sets"]))
+        kept = _sets_holding_rows(document, target)
+        plan = _restore_plan(target, kept)
         # search_path and a spare schema renamed to this user's (kody.userschema.spares):
         # one round trip; then the tables the spare lacks, or all of them without a spare.
         take = [(spares.take_statement(schema), ()), (_EXISTS, [schema])]
@@ -230,8 +242,9 @@ def restore_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
                     (f"DELETE FROM {ARCHIVES} WHERE user_id = %s", [user_id]),
                     (
                         f"UPDATE {REGISTRY} SET hibernated_at = NULL, version = %s,"
-                        " upgraded_at = now(), active_on = %s WHERE user_id = %s",
-                        [target, today, user_id],
+                        " upgraded_at = now(), active_on = %s, table_sets = %s"
+                        " WHERE user_id = %s",
+                        [target, today, _listed(kept), user_id],
                     ),
                 ],
                 rows=False,
@@ -239,24 +252,41 @@ def restore_schema(user_id: str, using: str = DEFAULT_DB_ALIAS) -> str:
             # Data steps between the archived version and now (the fleet upgrade, on restore).
             for step in steps_between(document["version"], target):
                 step.run(cursor)
-    return schema
+    return schema, _listed(kept)
 
 
 def _frozen(table_sets: list[str] | None) -> frozenset[str] | None:
     return None if table_sets is None else frozenset(table_sets)
 
 
-def _awake_or_broken(cursor: CursorWrapper, user_id: str) -> str:
+def _listed(table_sets: frozenset[str] | None) -> list[str] | None:
+    return None if table_sets is None else sorted(table_sets)
+
+
+def _sets_holding_rows(document: dict, target: int) -> frozenset[str] | None:
+    """The archived table sets to rebuild: those with a row in any of their tables. All of
+    them (as archived) when the schema holds every set (``None``) or data steps will run
+    between the versions — a step may expect its tables whether or not they hold rows."""
+    archived = _frozen(document["table_sets"])
+    if archived is None or not tablesets.enabled() or steps_between(document["version"], target):
+        return archived
+    holding = {table for table, content in document["tables"].items() if content["copy"]}
+    declared = tablesets.sets()
+    return frozenset(name for name in archived if name not in declared or declared[name] & holding)
+
+
+def _awake_or_broken(cursor: CursorWrapper, user_id: str) -> tuple[str, list[str] | None]:
     cursor.execute(
-        f"SELECT schema_name, hibernated_at FROM {REGISTRY} WHERE user_id = %s FOR UPDATE",
+        f"SELECT schema_name, hibernated_at, table_sets FROM {REGISTRY}"
+        " WHERE user_id = %s FOR UPDATE",
         [user_id],
     )
     row = cursor.fetchone()
     if row is None:
-        return ""
+        return "", None
     if row[1] is not None:
         raise RuntimeError(f"{row[0]} is marked hibernated but has no archive")
-    return row[0]
+    return row[0], row[2]
 
 
 _EXISTS = "SELECT to_regnamespace(%s) IS NOT NULL"

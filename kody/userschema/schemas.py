@@ -314,7 +314,8 @@ def ensure_schema(
         raise AccountDeleting()
     stamped = -1
     if hibernated is not None:
-        schema = hibernation.restore_schema(user_id, using)  # at the current version
+        # At the current version, with only the table sets that held rows.
+        schema, created = hibernation.restore(user_id, using)
         if not connections[using].in_atomic_block:
             stamped = _today()  # the restore committed today's active_on
     elif version < schema_version():

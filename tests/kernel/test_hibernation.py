@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from apps.entitlements.actor import UserMeter
 from apps.jobs.actor import StorageRunner
+from apps.mailbox.actor import Mailbox
 from kody.userschema import hibernation, schema_version
 from kody.userschema.models import SchemaArchive, UserSchema
 from kody.userschema.naming import schema_name_for
@@ -88,7 +89,25 @@ def test_hibernate_then_call_gives_the_same_answers(owner_id, outsider_id, inlin
     assert _read(owner_id) == before
     assert not _asleep(owner_id)
     assert _consume(owner_id)["count"] == 4
+    # The StorageRunner's tables held nothing: not rebuilt on wake; its next call makes them.
+    assert UserSchema.objects.get(user_id=owner_id).table_sets == []
+    assert StorageRunner.call(owner_id, "export_storage")["entries"] == []
     assert UserSchema.objects.get(user_id=owner_id).table_sets == [StorageRunner.name]
+
+
+def test_a_table_set_holding_rows_comes_back_with_them(owner_id, inline_actors):
+    StorageRunner.call(owner_id, "set_value", "job:kept", "greeting", "hello")
+    Mailbox.call(owner_id, "count")  # a set created, then left empty
+    before = StorageRunner.call(owner_id, "export_storage")["entries"]
+    _hibernate(owner_id)
+    assert _asleep(owner_id)
+    _consume(owner_id)  # wakes it
+    assert UserSchema.objects.get(user_id=owner_id).table_sets == [StorageRunner.name]
+    assert StorageRunner.call(owner_id, "export_storage")["entries"] == before
+    assert Mailbox.call(owner_id, "count")["messages"] == 0
+    assert sorted(UserSchema.objects.get(user_id=owner_id).table_sets) == sorted(
+        [StorageRunner.name, Mailbox.name]
+    )
 
 
 def test_an_active_user_is_not_hibernated_and_dry_run_changes_nothing(owner_id, inline_actors):
