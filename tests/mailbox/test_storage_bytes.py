@@ -263,3 +263,40 @@ def test_one_persons_mail_leaves_another_persons_meter_alone(owner, outsider, ow
     refused = inbound.deliver(simple_mail("No room"), address(outsider), "iso-2")
     assert refused.reason == "storage_limit_reached"
     assert inbound.deliver(simple_mail("Room"), address(owner), "iso-3").status == "received"
+
+
+def test_a_commit_weighing_other_than_its_claim_held_leaves_the_meter_at_what_is_stored(owner):
+    """A retried delivery reduced under a changed cap may weigh otherwise than its first claim
+    held: the commit moves the meter by the difference, so it follows the stored rows."""
+    warm(owner)
+    uid, before = owner.stable_user_id, stored(owner)
+    claim = Mailbox.call(
+        uid, "claim_delivery", delivery_id="drift", inbox_id="i", fingerprint="f", raw_size=9,
+        storage={"bytes": 5, "limit": 10**9},
+    )  # fmt: skip
+    assert stored(owner) == before + 5
+    lease = Mailbox.call(uid, "begin_storing", delivery_id="drift")["lease"]
+    message_id = claim["messageId"]
+    message = {
+        "id": message_id,
+        "inbox_id": "i",
+        "raw_mime_key": email_raw_key(uid, message_id),
+        "raw_size": 40,
+        "subject": "ab",
+        "text_body": "xyz",
+    }
+    Mailbox.call(
+        uid, "commit_inbound_graph", delivery_id="drift", lease=lease, message=message,
+        attachments=[],
+    )  # fmt: skip
+    assert stored(owner) == before + 45
+    assert reconcile(owner)["previous"] == before + 45
+
+
+def test_system_mail_is_the_operators_and_meters_no_one(owner):
+    warm(owner)
+    fill_to(owner, 0)
+    before = stored(owner)
+    outcome = inbound.deliver(simple_mail("Report", body="a" * 900), "abuse@mail.test", "sys-1")
+    assert outcome.status == "received"
+    assert stored(owner) == before
