@@ -15,5 +15,11 @@ class MailboxConfig(AppConfig):
 
         # A user the Mailbox never ran for has no stored mail: counted 0 without asking.
         register_counter("stored_email_messages", stored_message_count, actor=Mailbox.name)
+        # What the mailbox's rows weigh, for the nightly storage_bytes reconciliation: the same
+        # measure the Mailbox reserves on write and releases on delete.
+        from apps.entitlements.services.storage import register_schema_payload
+        from apps.mailbox.actor.weight import PAYLOAD_SQL
+
+        register_schema_payload(Mailbox.name, PAYLOAD_SQL)
         # The outbox relay runs tasks by name in whatever process relays (web, lane, worker).
         from apps.mailbox import tasks  # noqa: F401

@@ -180,6 +180,13 @@ def reserve_storage_bytes(user: Any, n: int) -> Charge:
     return Charge("storage_bytes", int(result["bytes"]), limit, plan, None)
 
 
+def storage_limit_reached(user: Any, used: int) -> LimitReached:
+    """The coded error of a refused storage reservation made elsewhere (inside another
+    actor's call), the same as ``reserve_storage_bytes`` raises."""
+    plan = cached_plan(user_id_of(user))
+    return _limit_reached("storage_bytes", limit_for(plan, "storage_bytes"), plan, None, used)
+
+
 def release_storage_bytes(user: Any, n: int) -> None:
     """Give back ``n`` bytes a delete freed (never below zero; reconciliation fixes drift)."""
     if n > 0:

@@ -131,6 +131,20 @@ def consume_in_call(
     return UserMeter(context).consume(resource=resource, day=day, limit=limit, amount=amount)
 
 
+def reserve_storage_bytes_in_call(
+    context: CallContext, amount: int, limit: int
+) -> StorageReservation:
+    """Reserve (a negative ``amount``: release) stored bytes from inside another actor's call
+    for the same user: in that call's transaction, so the bytes commit or roll back with the
+    rows that weigh them. ``limit`` is the plan's; bucket estimates are taken off it here."""
+    meter = UserMeter(context)
+    result = meter.reserve_storage_bytes_with_buckets(amount=amount, limit=limit)
+    if result.get("needs_bootstrap"):
+        meter.initialize_storage_bytes()
+        result = meter.reserve_storage_bytes_with_buckets(amount=amount, limit=limit)
+    return result
+
+
 def reconcile_storage_bytes(uid: str) -> StorageReconcile:
     return _call(uid, "reconcile_storage_bytes")
 

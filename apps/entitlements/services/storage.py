@@ -128,8 +128,11 @@ def schema_payload_bytes(stable_user_id: str) -> int:
     inside a call on that user's schema (the meter's reconciliation)."""
     if not _SCHEMA_PAYLOAD:
         return 0
+    from kody.userschema import tablesets
     from kody.userschema.models import UserSchema
 
+    # The registry row's ``table_sets`` holds actor wire names (``mailbox.Mailbox``), the
+    # names registered here; NULL means every set.
     created = (
         UserSchema.objects.filter(user_id=stable_user_id)
         .values_list("table_sets", flat=True)
@@ -138,7 +141,7 @@ def schema_payload_bytes(stable_user_id: str) -> int:
     total = 0
     with connection.cursor() as cursor:
         for actor, sql in sorted(_SCHEMA_PAYLOAD.items()):
-            if created is not None and actor not in created:
+            if not tablesets.is_created(created, actor):
                 continue  # the set was never created: nothing stored there
             cursor.execute(sql)
             total += int(cursor.fetchone()[0] or 0)

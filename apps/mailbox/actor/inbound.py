@@ -21,6 +21,10 @@ from apps.mailbox.actor.common import (
     owned,
     owned_ledger,
 )
+from apps.mailbox.actor.weight import message_weight
+
+# The refusal of a delivery whose message would pass the owner's storage_bytes.
+STORAGE_FULL = "storage_limit_reached"
 
 
 class InboundLedger:
@@ -46,8 +50,15 @@ class InboundLedger:
         raw_size: int,
         stored_limit: int | None = None,
         charge: dict[str, Any] | None = None,
+        storage: dict[str, int] | None = None,
     ) -> dict[str, Any]:
         """Compare-and-set dedupe, then (with ``charge``) the charge and a storing lease.
+
+        With ``storage`` (``{"bytes", "limit"}``: what the message will weigh, the plan's
+        ``storage_bytes``) the bytes are reserved in the meter before the charge, in this
+        same transaction, and the ledger row records them (``reservedBytes``) until the graph
+        commits; over the limit the delivery is refused for good (``storage_limit_reached``),
+        uncharged, before any blob is written.
 
         The first claim of a delivery id wins and fixes its message id; a replay answers
         ``duplicate`` (already received) or ``rejected`` (already refused). With ``charge``
@@ -66,18 +77,26 @@ class InboundLedger:
             if stored_limit is not None and self._full(stored_limit):
                 self._record_rejection(delivery_id, inbox_id, "mailbox_full", now, raw_size)
                 return {"outcome": "rejected", "reason": "mailbox_full"}
-            # The first claim: charged first (same transaction), so the ledger row is written
-            # once, already in its charged state — storing under a fresh lease.
+            # The first claim: the bytes held, then charged (same transaction), so the ledger
+            # row is written once, already in its charged state — storing under a fresh lease.
+            held = self._hold_delivery_bytes(storage)
+            if held is None:
+                self._record_rejection(delivery_id, inbox_id, STORAGE_FULL, now, raw_size)
+                return {"outcome": "rejected", "reason": STORAGE_FULL}
             if charge is not None and not self._charge(delivery_id, charge):
+                self._release_storage(held)
                 self._record_rejection(delivery_id, inbox_id, "daily_limit_reached", now, raw_size)
                 return {"outcome": "rejected", "reason": "daily_limit_reached"}
+            detail: dict[str, Any] = {"messageId": _new_id(), "rawSize": raw_size}
+            if storage is not None:
+                detail["reservedBytes"] = held
             ev = m.EmailDeliveryEvent(
                 id=_new_id(),
                 inbox_id=inbox_id,
                 event_type="receive_started",
                 provider=INBOUND_PROVIDER,
                 provider_event_id=delivery_id,
-                detail_json={"messageId": _new_id(), "rawSize": raw_size},
+                detail_json=detail,
                 state="pending",
                 fingerprint=fingerprint,
                 reconcile_after=now + STALE_DELIVERY,
@@ -102,11 +121,37 @@ class InboundLedger:
                 ev.save(update_fields=["state"])
             charged = ev.usage_started_at is not None
             return {"outcome": "retry", "messageId": message_id, "charged": charged}
+        held_now = 0
+        if storage is not None and not ev.detail_json.get("reservedBytes"):
+            # Nothing held for it (cleaned as an orphan, which gave its bytes back): held again.
+            held = self._hold_delivery_bytes(storage)
+            if held is None:
+                self.reject_delivery(delivery_id, STORAGE_FULL)
+                return {"outcome": "rejected", "reason": STORAGE_FULL}
+            held_now = held
+            ev.detail_json = {**ev.detail_json, "reservedBytes": held}
         if ev.usage_started_at is None and not self._charge(delivery_id, charge):
+            self._release_storage(held_now)  # the ledger row read again below never held it
             self.reject_delivery(delivery_id, "daily_limit_reached")
             return {"outcome": "rejected", "reason": "daily_limit_reached"}
         self._mark_due(now + STALE_DELIVERY)
         return {"outcome": "storing", **self._begin_storing(ev)}
+
+    def _hold_delivery_bytes(self, storage: dict[str, int] | None) -> int | None:
+        """Hold what the delivered message will weigh; the bytes held (0 without ``storage``),
+        or None when that would pass the plan's ``storage_bytes``."""
+        if storage is None:
+            return 0
+        amount = int(storage["bytes"])
+        return amount if self._hold_storage(amount, int(storage["limit"])) else None
+
+    def _give_back_held(self, ev: m.EmailDeliveryEvent) -> None:
+        """A delivery that will not be stored (refused, or cleaned as an orphan) gives back
+        the bytes its claim held; the caller saves the ledger row."""
+        held = int(ev.detail_json.get("reservedBytes") or 0)
+        if held:
+            self._release_storage(held)
+            ev.detail_json = {**ev.detail_json, "reservedBytes": 0}
 
     def _full(self, stored_limit: int) -> bool:
         """The probe read with the ledger row (``_read_owner_and_ledger``), else its own."""
@@ -222,6 +267,10 @@ class InboundLedger:
             "created_at": now,
             "updated_at": now,
         }
+        # The claim held what the message weighs; a retry reduced under another cap may weigh
+        # otherwise, and the meter follows what is stored (no extra statement when equal).
+        held = int(ev.detail_json.get("reservedBytes") or 0)
+        self._force_storage(message_weight(row, attachments) - held)
         writes.append(self._insert(m.EmailMessage, [row]))
         if attachments:
             rows = [{**att, "message_id": message_id, "created_at": now} for att in attachments]
@@ -281,6 +330,7 @@ class InboundLedger:
         if ev.state == "received":
             return {"state": "received", "messageId": ev.message_id}
         if ev.state != "rejected":
+            self._give_back_held(ev)
             ev.state = "rejected"
             ev.event_type = "rejected"
             ev.detail_json = {**ev.detail_json, "reason": reason}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.entitlements.services import metering
 from apps.mailbox import errors
 from apps.mailbox.actor import models as m
 from apps.mailbox.actor.common import (  # noqa: F401  (the names callers import from here)
@@ -37,6 +38,7 @@ from apps.mailbox.actor.outbound import (  # noqa: F401  (the names callers impo
 )
 from apps.mailbox.actor.reading import MailboxReads
 from apps.mailbox.actor.upkeep import MailboxUpkeep
+from apps.mailbox.actor.weight import UNBOUNDED
 from kody.actors import Actor, OwnerMismatch
 from kody.blobs.keys import email_attachment_key, email_raw_key
 
@@ -99,6 +101,30 @@ class Mailbox(InboundLedger, OutboundMail, MailboxReads, MailboxUpkeep, Actor):
         self._check_owner(row.mailbox_owner)
         self._preread = (str(delivery_id), row if row.pk is not None else None)
         self._mailbox_full = row.mailbox_full
+
+    # --- storage bytes (the same user's meter, inside this call's transaction) ---------------
+
+    def _hold_storage(self, amount: int, limit: int) -> bool:
+        """Reserve ``amount`` stored bytes against ``limit``; False when that would pass it.
+        In this transaction: the bytes commit or roll back with the rows that weigh them."""
+        if amount <= 0:
+            self._release_storage(-amount)
+            return True
+        reply = metering.reserve_storage_bytes_in_call(self.context, amount, limit)
+        self._storage_used = int(reply["bytes"])
+        return bool(reply["allowed"])
+
+    def _release_storage(self, amount: int) -> None:
+        if amount > 0:
+            metering.reserve_storage_bytes_in_call(self.context, -amount, 0)
+
+    def _force_storage(self, amount: int) -> None:
+        """Bring the meter to what was stored when it differs from what was held (a retried
+        delivery reduced under a changed cap): the rows exist, so the meter follows them."""
+        if amount > 0:
+            metering.reserve_storage_bytes_in_call(self.context, amount, UNBOUNDED)
+        else:
+            self._release_storage(-amount)
 
     def _raw_key(self, message_id: str) -> str:
         return email_raw_key(self.user_id, message_id)

@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Count, Min
 from django.utils import timezone
 
+from apps.entitlements.services.enforcement import storage_limit_reached
 from apps.mailbox import errors
 from apps.mailbox.actor import models as m
 from apps.mailbox.actor.common import (
@@ -19,6 +20,7 @@ from apps.mailbox.actor.common import (
     _new_id,
     owned,
 )
+from apps.mailbox.actor.weight import UNBOUNDED, message_weight
 from apps.mailbox.models import (
     EmailOutboundProviderIndex,
     EmailOutboundProviderIndexRepairOwner,
@@ -33,9 +35,16 @@ class OutboundMail:
 
     @owned
     def write_outbound(
-        self, message: dict[str, Any], attachments: list[dict[str, Any]] | None = None
+        self,
+        message: dict[str, Any],
+        attachments: list[dict[str, Any]] | None = None,
+        storage_limit: int | None = None,
     ) -> dict[str, Any]:
-        """The send's graph, written before submission (status ``stored``, ``send_requested``)."""
+        """The send's graph, written before submission (status ``stored``, ``send_requested``).
+
+        Its bytes are reserved first, in this transaction, against ``storage_limit`` (the
+        plan's ``storage_bytes``): over it the coded limit error rolls everything back, so
+        nothing is stored and no submission is queued."""
         now = timezone.now()
         message_id = str(message["id"])
         if m.EmailMessage.objects.filter(id=message_id).exists():
@@ -43,6 +52,10 @@ class OutboundMail:
         self._check_raw_key(message.get("raw_mime_key"), message_id)
         for att in attachments or []:
             self._check_attachment_key(att, message_id)
+        weight = message_weight(message, attachments or ())
+        limit = UNBOUNDED if storage_limit is None else int(storage_limit)
+        if not self._hold_storage(weight, limit):
+            raise storage_limit_reached(self.user_id, self._storage_used)
         thread_id = self._thread_for(message, now)
         fields = {k: v for k, v in message.items() if k not in ("id", "thread_id")}
         m.EmailMessage.objects.create(

@@ -32,6 +32,7 @@ from apps.mailbox.actor.common import (
     owned,
 )
 from apps.mailbox.actor.outbound import write_provider_index
+from apps.mailbox.actor.weight import stored_weight
 from apps.mailbox.models import (
     EmailInboundDueOwner,
     EmailOutboundProviderIndex,
@@ -54,7 +55,10 @@ class MailboxUpkeep:
             keys.append(email_attachment_key(self.user_id, msg.id, att_id))
         return keys
 
-    def _delete_rows(self, message_id: str) -> None:
+    def _delete_rows(self, message_id: str) -> int:
+        """Delete one message's rows; returns what they weighed against storage_bytes, for the
+        caller to give back to the meter in this same transaction."""
+        freed = stored_weight([message_id])
         m.EmailAttachment.objects.filter(message_id=message_id).delete()
         m.EmailMessageRetentionRetry.objects.filter(message_id=message_id).delete()
         m.EmailOutboundProviderIndexRepair.objects.filter(message_id=message_id).delete()
@@ -63,6 +67,7 @@ class MailboxUpkeep:
         EmailOutboundProviderIndex.objects.filter(
             user_id=self.user_id, message_id=message_id
         ).delete()
+        return freed
 
     @owned
     def delete_message(self, message_id: str) -> dict[str, Any]:
@@ -70,7 +75,8 @@ class MailboxUpkeep:
         msg = self._message(message_id)
         for key in self._message_blob_keys(msg):
             blobstore.delete(key)  # raises BlobUnavailable: nothing is deleted
-        self._delete_rows(msg.id)
+        # Released with the delete, in its transaction: freed exactly when the rows go.
+        self._release_storage(self._delete_rows(msg.id))
         m.EmailMessageDeletionTombstone.objects.update_or_create(
             message_id=msg.id, defaults={"deleted_at": timezone.now()}
         )
@@ -202,7 +208,7 @@ class MailboxUpkeep:
         cutoff = now - MESSAGE_RETENTION
         waiting = m.EmailMessageRetentionRetry.objects.filter(retry_at__gt=now).values("message_id")
         candidates = m.EmailMessage.objects.filter(created_at__lt=cutoff).exclude(id__in=waiting)
-        failures = 0
+        failures = freed = 0
         for msg in list(candidates.order_by("created_at", "id")[:BLOB_MESSAGES_PER_PASS]):
             try:
                 for key in self._message_blob_keys(msg):
@@ -217,7 +223,8 @@ class MailboxUpkeep:
                 retry.last_error = exc.message
                 retry.save()
                 continue
-            self._delete_rows(msg.id)
+            freed += self._delete_rows(msg.id)
+        self._release_storage(freed)  # one meter statement for the whole pass
         return failures, candidates.count()
 
     def _expire_events(self, now: datetime) -> int:
@@ -298,6 +305,7 @@ class MailboxUpkeep:
                 ev.reconcile_after = now + RETRY_DELAY
                 ev.save(update_fields=["reconcile_after"])
                 continue
+            self._give_back_held(ev)  # its blob is gone and no row will weigh it
             ev.state = "orphan-cleaned"
             ev.storage_lease = None
             ev.reconcile_after = None

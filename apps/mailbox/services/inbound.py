@@ -5,7 +5,9 @@ repeat with the same delivery id:
 
 1. the Mailbox's compare-and-set on the delivery id picks the winner and fixes the message id
    (a replay of a finished delivery answers ``duplicate`` or its rejection);
-2. the UserMeter charges ``email_receives_per_day`` once per delivery id;
+2. the UserMeter holds what the kept message will weigh against ``storage_bytes`` (over the
+   limit the delivery is refused for good, ``storage_limit_reached``, uncharged, before any
+   blob is written), then charges ``email_receives_per_day`` once per delivery id;
 3. the Mailbox records the charge and hands out a storing lease, and leaves the owner a
    due-owner hint for the reconcile lane
    (1–3 are one Mailbox call: the user's meter runs inline in the same transaction);
@@ -14,13 +16,15 @@ repeat with the same delivery id:
    finalizes the delivery as received (graph and "received" cannot come apart).
 
 Before step 1 the message is parsed within the bounds of ``services/bounds.py`` (any bytes give
-a storable message, reduced past a bound), so nothing after the claim depends on the message
-being well formed: the only failures left are outages, and those are worth retrying.
+a storable message, reduced past a bound or the plan's cap), so nothing after the claim
+depends on the message being well formed: the only failures left are outages, and those are
+worth retrying.
 
 A failure anywhere from 2 on raises ``InboundRetry``: the sender retries with the same
 delivery id and the steps above make that land exactly one message, one charge, one blob. A
 delivery abandoned mid-way (lease expired, charged but never committed) is reconciled by the
-``reconcile_inbound_deliveries`` lane (and the Mailbox alarm), which deletes its blob.
+``reconcile_inbound_deliveries`` lane (and the Mailbox alarm), which deletes its blob and
+gives back the bytes its claim held.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from apps.entitlements.plans import limit_for
 from apps.entitlements.services.enforcement import utc_day
 from apps.mailbox import system_mail
 from apps.mailbox.actor import Mailbox
+from apps.mailbox.actor.weight import message_weight
 from apps.mailbox.services import blobstore, bounds, inboxes, mime, routing, sender_rules
 from kody.blobs.keys import email_raw_key
 from kody.errors import KodyError
@@ -122,6 +127,9 @@ def _deliver_to_user(raw: bytes, user: Any, delivery_id: str, envelope_from: str
         return _terminal(
             _mailbox(uid, "reject_delivery", delivery_id=delivery_id, reason="sender_blocked")
         )
+    # What is kept is decided before the claim, so the claim can hold exactly what the
+    # message will weigh against storage_bytes before any blob is written.
+    kept = _kept(raw, parsed, effect, inbox.id, envelope_from, plan)
     claim = _mailbox(
         uid,
         "claim_delivery",
@@ -135,15 +143,14 @@ def _deliver_to_user(raw: bytes, user: Any, delivery_id: str, envelope_from: str
             "day": utc_day(),
             "limit": limit_for(plan, RECEIVES),
         },
+        storage={"bytes": kept.weight, "limit": limit_for(plan, "storage_bytes")},
     )
     if claim["outcome"] == "duplicate":
         return Outcome("duplicate", claim["messageId"])
     if claim["outcome"] == "rejected":
         return Outcome("rejected", reason=claim["reason"])
     try:
-        outcome = _store(
-            raw, parsed, effect, uid, inbox.id, delivery_id, claim, envelope_from, plan
-        )
+        outcome = _store(kept, uid, delivery_id, claim)
     except KodyError as exc:
         if isinstance(exc, InboundRetry):
             raise
@@ -163,37 +170,53 @@ def _terminal(done: dict[str, Any]) -> Outcome:
     return Outcome("rejected", reason=done.get("reason"))
 
 
-def _store(
+@dataclass(frozen=True)
+class Kept:
+    """What a delivery stores: the raw MIME (reduced past the plan's cap), the message row's
+    fields and its attachment rows (ids not yet known), and what they weigh."""
+
+    raw: bytes
+    message: dict[str, Any]
+    attachments: list[dict[str, Any]]
+
+    @property
+    def weight(self) -> int:
+        return message_weight(self.message, self.attachments)
+
+
+def _kept(
     raw: bytes,
     parsed: mime.Parsed,
     effect: str | None,
-    uid: str,
     inbox_id: str,
-    delivery_id: str,
-    claim: dict[str, Any],
     envelope_from: str | None,
     plan: Any,
-) -> Outcome:
-    message_id, lease = claim["messageId"], claim["lease"]
+) -> Kept:
     cap = limit_for(plan, "email_message_bytes")
     stored, attachments = raw, parsed.attachments
     if len(raw) > cap or parsed.bound:  # past a bound: kept like mail above the cap
         reduced = mime.reduce_to_cap(raw, cap, parsed)
         stored, attachments = reduced.raw, reduced.omitted
         parsed.message.update(text_body=reduced.text_body, html_body=reduced.html_body)
-    key = email_raw_key(uid, message_id)
-    blobstore.put(key, stored)
     message = {
         **parsed.message,
-        "id": message_id,
         "inbox_id": inbox_id,
         "envelope_from": envelope_from,
-        "raw_mime_key": key,
-        "raw_size": len(raw),
+        # The raw MIME kept (the reduced copy past the cap): what its blob holds and what the
+        # message weighs. The wire size stays on the delivery event (``rawSize``).
+        "raw_size": len(stored),
     }
     if effect == "quarantine":
         message.update(classification="quarantined", classification_reason="sender_rule")
-    rows = [{**att, "id": f"{message_id}-{n}"} for n, att in enumerate(attachments)]
+    return Kept(stored, message, list(attachments))
+
+
+def _store(kept: Kept, uid: str, delivery_id: str, claim: dict[str, Any]) -> Outcome:
+    message_id, lease = claim["messageId"], claim["lease"]
+    key = email_raw_key(uid, message_id)
+    blobstore.put(key, kept.raw)
+    message = {**kept.message, "id": message_id, "raw_mime_key": key}
+    rows = [{**att, "id": f"{message_id}-{n}"} for n, att in enumerate(kept.attachments)]
     _mailbox(
         uid,
         "commit_inbound_graph",

@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from apps.accounts.models import User
 from apps.entitlements import services as entitlements
+from apps.entitlements.plans import limit_for
 from apps.entitlements.services.usage import DELIVERY_METRIC_PREFIX
 from apps.mailbox.actor import Mailbox
 from apps.mailbox.actor.mailbox import write_provider_index
@@ -215,25 +216,30 @@ def send(
     uid = user.stable_user_id
     message_id = uuid.uuid4().hex
     entitlements.consume(user, SENDS, key=_charge_key(message_id))
-    Mailbox.call(
-        uid,
-        "write_outbound",
-        message={
-            "id": message_id,
-            "inbox_id": inbox.id,
-            "sender_identity_id": identity.id,
-            "from_address": formataddr((identity.display_name, identity.email)),
-            "to_addresses_json": to_list,
-            "cc_addresses_json": cc_list,
-            "bcc_addresses_json": bcc_list,
-            "subject": subject,
-            "message_id_header": make_msgid(domain=settings.KODY_MAIL_DOMAIN),
-            "in_reply_to_header": in_reply_to,
-            "references_json": list(references or []),
-            "text_body": text,
-            "html_body": html,
-        },
-    )
+    message = {
+        "id": message_id,
+        "inbox_id": inbox.id,
+        "sender_identity_id": identity.id,
+        "from_address": formataddr((identity.display_name, identity.email)),
+        "to_addresses_json": to_list,
+        "cc_addresses_json": cc_list,
+        "bcc_addresses_json": bcc_list,
+        "subject": subject,
+        "message_id_header": make_msgid(domain=settings.KODY_MAIL_DOMAIN),
+        "in_reply_to_header": in_reply_to,
+        "references_json": list(references or []),
+        "text_body": text,
+        "html_body": html,
+    }
+    # The Mailbox reserves the message's bytes against storage_bytes in the call that writes
+    # it; over the limit the coded error rolls the write and its submission back.
+    storage_limit = limit_for(entitlements.cached_plan(uid), "storage_bytes")
+    try:
+        Mailbox.call(uid, "write_outbound", message=message, storage_limit=storage_limit)
+    except entitlements.LimitReached:
+        # Nothing was stored or queued, so nothing is sent: the send is given back too.
+        entitlements.refund(uid, SENDS, key=_charge_key(message_id))
+        raise
     # Committed with its outbox submission: from here the send cannot be lost. Submit now so
     # a healthy send answers "sent"; if this fails the relay submits it (answer "stored").
     try:
