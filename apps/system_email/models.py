@@ -375,7 +375,8 @@ class SystemEmailDailyCounter(models.Model):
     day = models.DateField(db_index=True)  # retention deletes stale days across locals
     count = models.IntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
-    operation_token = models.CharField(max_length=64, null=True, blank=True)
+    # The delivery that counted last: as long as the delivery ledger's own id.
+    operation_token = models.CharField(max_length=255, null=True, blank=True)
 
     class Meta:
         db_table = "system_email_daily_counters"

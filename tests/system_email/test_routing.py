@@ -29,3 +29,17 @@ def test_system_mail_is_handed_to_system_email_and_counted_in_the_operators_stat
     assert cap(owner_key, "emailMessageList").json()["messages"] == []
     refused = cap(owner_key, "adminMailboxMaintenance", {"action": "status"})
     assert refused.status_code in (403, 404)
+
+
+def test_system_mail_without_a_delivery_id_is_received_once():
+    # Without a provider id the bytes and recipient stand in for one (71 characters): the
+    # daily counter records it whole, and a redelivery of the same bytes is a duplicate.
+    raw = simple_mail("No id")
+    first = inbound.deliver(raw, f"support@{DOMAIN}")
+    assert first.status == "received"
+    assert m.SystemEmailDailyCounter.objects.get(local_part="support").operation_token == (
+        inbound.delivery_id_for(raw, f"support@{DOMAIN}")
+    )
+    again = inbound.deliver(raw, f"support@{DOMAIN}")
+    assert again.status == "duplicate"
+    assert m.SystemEmailMessage.objects.count() == 1
