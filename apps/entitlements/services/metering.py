@@ -131,6 +131,23 @@ def consume_in_call(
     return UserMeter(context).consume(resource=resource, day=day, limit=limit, amount=amount)
 
 
+def reserve_storage_bytes_in_call(
+    context: CallContext, amount: int, limit: int
+) -> StorageReservation:
+    """``reserve_storage_bytes`` inside another actor's call for the same user (its
+    transaction, under the lock it holds); a meter never used is set up in the same call."""
+    meter = UserMeter(context)
+    result = meter.reserve_storage_bytes(amount=amount, limit=limit)
+    if result.get("needs_bootstrap"):
+        meter.initialize_storage_bytes()
+        result = meter.reserve_storage_bytes(amount=amount, limit=limit)
+    return result
+
+
+def read_storage_bytes_in_call(context: CallContext) -> StorageBytes:
+    return UserMeter(context).read_storage_bytes()
+
+
 def reconcile_storage_bytes(uid: str) -> StorageReconcile:
     return _call(uid, "reconcile_storage_bytes")
 

@@ -128,17 +128,22 @@ def schema_payload_bytes(stable_user_id: str) -> int:
     inside a call on that user's schema (the meter's reconciliation)."""
     if not _SCHEMA_PAYLOAD:
         return 0
+    from kody.userschema import tablesets
     from kody.userschema.models import UserSchema
 
-    created = (
-        UserSchema.objects.filter(user_id=stable_user_id)
-        .values_list("table_sets", flat=True)
-        .first()
+    found = list(
+        UserSchema.objects.filter(user_id=stable_user_id).values_list("table_sets", flat=True)
     )
+    if not found:
+        return 0  # no schema: nothing stored in one
+    # NULL means every set. Two actors may share one set (JobManager writes RunLog's tables),
+    # so what counts is whether the registered actor's tables exist, not whose call made them.
+    held = tablesets.tables_of(found[0])
+    declared = tablesets.sets()
     total = 0
     with connection.cursor() as cursor:
         for actor, sql in sorted(_SCHEMA_PAYLOAD.items()):
-            if created is not None and actor not in created:
+            if held is not None and not declared.get(actor, frozenset()) <= held:
                 continue  # the set was never created: nothing stored there
             cursor.execute(sql)
             total += int(cursor.fetchone()[0] or 0)

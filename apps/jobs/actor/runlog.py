@@ -56,7 +56,7 @@ class RunLog(Actor):
     tables = m.RUN_TABLES
 
     def record(self, run: dict[str, Any], lines: list[dict[str, Any]] | None = None) -> str:
-        return records.record_run(run, lines)
+        return records.record_run(self.context, run, lines)
 
     @reads
     def get_run(self, run_id: str) -> dict[str, Any] | None:
@@ -103,12 +103,7 @@ class RunLog(Actor):
         }
 
     def triage(self, run_id: str, triage: str | None, note: str | None, by: str) -> bool:
-        return (
-            m.Run.objects.filter(id=run_id).update(
-                error_triage=triage, triage_note=note, triaged_at=timezone.now(), triaged_by=by
-            )
-            == 1
-        )
+        return records.triage(self.context, run_id, triage, note, by)
 
     @reads
     def concurrent_workflows(self) -> int:
@@ -160,7 +155,7 @@ class RunLog(Actor):
             row.last_error = error[: records.MAX_MESSAGE] if error else row.last_error
             if status in records.TERMINAL_WORKFLOW:
                 row.completed_at = timezone.now()
-                records.count_finish()
+                records.count_finish(self.context)
             row.save(update_fields=["status", "last_error", "completed_at"])
         return _workflow_json(row)
 
@@ -208,7 +203,7 @@ class RunLog(Actor):
             == 1
         )
         if done:
-            records.count_finish()
+            records.count_finish(self.context)
         return done
 
     @reads
@@ -239,7 +234,7 @@ class RunLog(Actor):
         }
 
     def prune(self) -> dict[str, int]:
-        return records.prune()
+        return records.prune(self.context)
 
     @deletion_safe
     def export_runs(self, cursor: str | None = None, limit: int = 500) -> dict[str, Any]:

@@ -1,0 +1,94 @@
+"""What a user's jobs and run records weigh against ``storage_bytes``, charged in the call.
+
+Design note. Every write to a user's job rows and run records happens inside one of their
+actor calls (JobManager, RunLog), so the bytes are charged to the UserMeter in that same
+transaction (``reserve_storage_bytes_in_call``): they commit or roll back with the rows. The
+weight is the one reconciliation measures — a row's text form, ``octet_length(row::text)`` —
+taken by the database on the rows as written (an UPDATE's ``RETURNING`` beside a read of the
+same rows from the statement's snapshot), so the meter and the nightly measurement agree to
+the byte instead of drifting by an estimate's error.
+
+* A job definition written by its owner (create, update) is refused past the limit with the
+  coded ``limit_reached`` (429): the call rolls back, nothing is stored. A delete gives its
+  bytes back.
+* The scheduler's own fields on a job row (claim token, lease, last run, next run) change
+  size as it works; that change is charged with ``force``: a claim or a report must not fail
+  on the meter, and the change is a few bytes, bounded per job.
+* Run records are ``runs`` and ``run_logs`` rows. A finished run over the limit keeps a
+  minimal record (``records.minimal``), charged with ``force``; pruning gives bytes back.
+  The per-job and per-package counters beside them (observability, ledger, workflow
+  projections, milestones) are bounded bookkeeping and are not payload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db import connection
+
+from apps.entitlements.services import reserve_storage_bytes_in_call
+from kody.actors import CallContext
+
+# Reconciliation's measure of the run records in a user's schema (registered in ``ready()``).
+RUN_RECORDS_SQL = (
+    "SELECT (SELECT COALESCE(sum(octet_length(r.*::text)), 0) FROM runs r)"
+    " + (SELECT COALESCE(sum(octet_length(l.*::text)), 0) FROM run_logs l)"
+)
+
+_JOB_ROWS = (
+    "SELECT COALESCE(sum(octet_length(j.*::text)), 0)::bigint FROM jobs j"
+    " WHERE j.user_id = %s AND j.id = ANY(%s)"
+)
+
+
+def job_rows(user_id: str, ids: Iterable[str]) -> int:
+    """What these job rows of the user weigh now, as reconciliation measures them."""
+    wanted = list(ids)
+    if not wanted:
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(_JOB_ROWS, [user_id, wanted])
+        return int(cursor.fetchone()[0])
+
+
+def charge(context: CallContext, n: int, *, force: bool = False) -> None:
+    """Charge ``n`` bytes (negative: give back) in this call; past the limit raises
+    ``LimitReached`` unless ``force``."""
+    if n:
+        reserve_storage_bytes_in_call(context, n, force=force)
+
+
+class JobRowsWeighed:
+    """Weigh job rows around a write and charge the difference: ``with JobRowsWeighed(...)``
+    before an UPDATE or DELETE whose rows are named up front."""
+
+    def __init__(
+        self, context: CallContext, ids: Iterable[str], *, force: bool = False
+    ) -> None:
+        self.context, self.ids, self.force = context, list(ids), force
+        self.before = 0
+
+    def __enter__(self) -> JobRowsWeighed:
+        self.before = job_rows(str(self.context.user_id), self.ids)
+        return self
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        if kind is None:
+            after = job_rows(str(self.context.user_id), self.ids)
+            charge(self.context, after - self.before, force=self.force)
+
+
+def expire_jobs(user_id: str, now: object) -> int:
+    """Disable the user's enabled jobs whose ``expires_at`` has passed; answers the rows'
+    growth (one statement, as the plain UPDATE it replaces)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH was AS (SELECT b.id, octet_length(b.*::text) AS n FROM jobs b"
+            "  WHERE b.user_id = %(uid)s AND b.enabled AND b.expires_at <= %(now)s),"
+            " later AS (UPDATE jobs j SET enabled = false, updated_at = %(now)s FROM was"
+            "  WHERE j.id = was.id RETURNING octet_length(j.*::text) AS n)"
+            " SELECT (SELECT COALESCE(sum(n), 0) FROM later)"
+            " - (SELECT COALESCE(sum(n), 0) FROM was)",
+            {"uid": user_id, "now": now},
+        )
+        return int(cursor.fetchone()[0])
