@@ -226,7 +226,7 @@ class JobManager(Actor):
                 "finished_at": now,
                 "error_name": "LeaseExpired",
                 "error_message": "The run stopped reporting and its retries are used up.",
-            }
+            },
         )
 
     # --- the report from a run --------------------------------------------------------

@@ -183,13 +183,17 @@ def minimal(row: m.Run, lines: int) -> m.Run:
     when, and how it ended (an error's name and the first words of its message), marked
     ``storage_limit_exceeded``; its log lines and other metadata are dropped. A user keeps
     a trace of every run and why its output is missing; the job keeps its schedule."""
-    kept = {k: v for k, v in (row.metadata_json or {}).items() if k in _MINIMAL_METADATA}
+    kept = {k: v for k, v in _meta(row).items() if k in _MINIMAL_METADATA}
     row.metadata_json = {**kept, "outputDropped": "storage_limit_exceeded"}
     if lines:
         row.metadata_json["droppedLogLines"] = lines
     if row.error_message:
         row.error_message = row.error_message[:MINIMAL_MESSAGE]
     return row
+
+
+def _meta(row: m.Run) -> dict[str, Any]:
+    return row.metadata_json if isinstance(row.metadata_json, dict) else {}
 
 
 # Small keys a job run's record answers questions with (which occurrence, why skipped).
@@ -201,14 +205,16 @@ def _keep_minimal(context: CallContext, rows: list[m.Run], forced: int) -> None:
     charge those whatever the limit: dropping the run too would lose it without a trace."""
     ids = [row.id for row in rows]
     with connection.cursor() as cursor:
-        cursor.execute("SELECT run_id, count(*) FROM run_logs WHERE run_id = ANY(%s)"
-                       " GROUP BY run_id", [ids])
+        cursor.execute(
+            "SELECT run_id, count(*) FROM run_logs WHERE run_id = ANY(%s) GROUP BY run_id", [ids]
+        )
         counted = dict(cursor.fetchall())
         cursor.execute("DELETE FROM run_logs WHERE run_id = ANY(%s)", [ids])
         cursor.execute("DELETE FROM runs WHERE id = ANY(%s)", [ids])
-        dropped = (row.metadata_json or {}).get
-        small = [minimal(row, counted.get(row.id, 0) + int(dropped("droppedLogLines") or 0))
-                 for row in rows]
+        small = [
+            minimal(row, counted.get(row.id, 0) + int(_meta(row).get("droppedLogLines") or 0))
+            for row in rows
+        ]
         sql, params = _insert(m.Run, small, weigh=True)
         cursor.execute(f"WITH w AS ({sql}) SELECT COALESCE(sum(n), 0) FROM w", params)
         kept = int(cursor.fetchone()[0])

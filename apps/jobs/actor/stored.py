@@ -62,9 +62,7 @@ class JobRowsWeighed:
     """Weigh job rows around a write and charge the difference: ``with JobRowsWeighed(...)``
     before an UPDATE or DELETE whose rows are named up front."""
 
-    def __init__(
-        self, context: CallContext, ids: Iterable[str], *, force: bool = False
-    ) -> None:
+    def __init__(self, context: CallContext, ids: Iterable[str], *, force: bool = False) -> None:
         self.context, self.ids, self.force = context, list(ids), force
         self.before = 0
 
