@@ -17,7 +17,7 @@ from apps.entitlements.plans import limit_for
 from apps.entitlements.services import metering
 from apps.entitlements.services.storage import payload_bytes
 from apps.jobs.actor import RunLog
-from apps.jobs.actor.records import RUN_RETENTION
+from apps.jobs.actor.records import LEDGER_RETENTION
 from apps.jobs.models import Job
 from kody.lanes import run_lane
 from kody.userschema.models import UserSchema
@@ -239,15 +239,16 @@ def test_a_package_run_recorded_through_the_run_log_is_charged_and_refused_outpu
     assert metering.reconcile_storage_bytes(owner.stable_user_id)["bytes"] == over - padding
 
 
-def test_pruning_runs_gives_their_bytes_back(owner, owner_key, clock, wake):
+def test_pruning_runs_and_invocations_gives_their_bytes_back(owner, owner_key, clock, wake):
     base = settle(owner)
     job = schedule(owner_key)
     clock.move_to(Job.objects.get(id=job["id"]).next_run_at + timedelta(seconds=1))
     wake()
+    RunLog.call(owner.stable_user_id, "begin_invocation", ledger_key(1), "h", {})
     assert stored(owner) > base + job_bytes(owner)
-    clock.move_to(timezone.now() + RUN_RETENTION + timedelta(days=1))
+    clock.move_to(timezone.now() + LEDGER_RETENTION + timedelta(days=1))
     pruned = RunLog.call(owner.stable_user_id, "prune")
-    assert pruned["runs"] == 2
+    assert pruned["runs"] == 2 and pruned["ledger"] == 1
     assert stored(owner) == base + job_bytes(owner)
     assert metering.reconcile_storage_bytes(owner.stable_user_id)["previous"] == stored(owner)
 
@@ -267,3 +268,31 @@ def test_job_retention_releases_the_pruned_jobs_bytes(
     assert not Job.objects.filter(id=job["id"]).exists()
     assert stored(owner) == base
     assert stored(outsider) == outsider_before
+
+
+def ledger_key(n: int) -> dict[str, str]:
+    return {"token_id": "t", "package_id": "p", "export_name": "e", "idempotency_key": f"k{n}"}
+
+
+def test_an_invocations_stored_response_is_charged_and_dropped_past_the_limit(owner, outsider):
+    base = settle(owner)
+    outsider_base = settle(outsider)
+    uid = owner.stable_user_id
+    first = RunLog.call(uid, "begin_invocation", ledger_key(1), "h", {})
+    pending = stored(owner)
+    assert first["outcome"] == "new" and pending > base
+    assert RunLog.call(uid, "finish_invocation", first["id"], "success", {"body": "r" * 500})
+    assert stored(owner) > pending + 500
+    assert metering.reconcile_storage_bytes(uid)["previous"] == stored(owner)
+
+    padding = fill(owner, room=50)
+    second = RunLog.call(uid, "begin_invocation", ledger_key(2), "h", {})
+    assert RunLog.call(uid, "finish_invocation", second["id"], "success", {"body": "r" * 500})
+    replay = RunLog.call(uid, "begin_invocation", ledger_key(2), "h", {})
+    assert replay["outcome"] == "replay" and replay["status"] == "success"
+    assert replay["response"] == {"dropped": "storage_limit_exceeded"}
+    kept = RunLog.call(uid, "begin_invocation", ledger_key(1), "h", {})
+    assert kept["response"] == {"body": "r" * 500}
+    over = stored(owner)
+    assert metering.reconcile_storage_bytes(uid)["bytes"] == over - padding
+    assert stored(outsider) == outsider_base

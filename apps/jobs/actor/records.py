@@ -336,7 +336,8 @@ def count_finish(context: CallContext, n: int = 1) -> None:
 def prune(context: CallContext, now: datetime | None = None) -> dict[str, int]:
     """Apply the run, ledger and workflow windows; resets the finish counter. A ledger row is
     kept 90 days whatever its status: one still pending that long was abandoned. The bytes of
-    the runs and log lines it deletes go back to the storage meter in the same call."""
+    the runs, log lines and ledger rows it deletes go back to the storage meter in the same
+    call."""
     now = now or timezone.now()
     deleted = {"runs": 0, "ledger": 0, "workflows": 0}
     with connection.cursor() as cursor:
@@ -353,10 +354,14 @@ def prune(context: CallContext, now: datetime | None = None) -> dict[str, int]:
         )
         deleted["runs"], freed = cursor.fetchone()
         cursor.execute("UPDATE run_log_meta SET value = 0 WHERE key = 'finishes_since_retention'")
-    stored.charge(context, -int(freed))
-    deleted["ledger"] = m.PackageInvocationLedger.objects.filter(
-        created_at__lt=now - LEDGER_RETENTION
-    ).delete()[0]
+        cursor.execute(
+            "WITH gone AS (DELETE FROM package_invocation_ledger i WHERE created_at < %s"
+            "  RETURNING octet_length(i.*::text) AS n)"
+            " SELECT count(*), COALESCE(sum(n), 0) FROM gone",
+            [now - LEDGER_RETENTION],
+        )
+        deleted["ledger"], ledger_freed = cursor.fetchone()
+    stored.charge(context, -int(freed) - int(ledger_freed))
     deleted["workflows"] = m.WorkflowProjection.objects.filter(
         status__in=TERMINAL_WORKFLOW, completed_at__lt=now - WORKFLOW_RETENTION
     ).delete()[0]

@@ -23,7 +23,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from apps.jobs.actor import models as m
-from apps.jobs.actor import records
+from apps.jobs.actor import records, stored
 from kody.actors import Actor, deletion_safe, reads
 from kody.fields import new_id
 
@@ -180,6 +180,8 @@ class RunLog(Actor):
                 **{k: labels.get(k) for k in ("package_kody_id", "source", "topic")},
             )
             row.save(force_insert=True)
+            # A small row the exactly-once guard needs: charged whatever the limit.
+            stored.charge(self.context, stored.ledger_row(row.id), force=True)
             return {"outcome": "new", "id": row.id}
         if row.request_hash != request_hash:
             return {"outcome": "mismatch", "id": row.id}
@@ -196,11 +198,8 @@ class RunLog(Actor):
         """Store a pending invocation's outcome once; a second report changes nothing."""
         if status not in LEDGER_STATUSES[1:]:
             raise ValueError("an invocation finishes as success or error")
-        done = (
-            m.PackageInvocationLedger.objects.filter(id=invocation_id, status="pending").update(
-                status=status, response_json=response, updated_at=timezone.now()
-            )
-            == 1
+        done = stored.finish_invocation(
+            self.context, invocation_id, status, response, timezone.now()
         )
         if done:
             records.count_finish(self.context)

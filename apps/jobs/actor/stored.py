@@ -14,10 +14,12 @@ the byte instead of drifting by an estimate's error.
 * The scheduler's own fields on a job row (claim token, lease, last run, next run) change
   size as it works; that change is charged with ``force``: a claim or a report must not fail
   on the meter, and the change is a few bytes, bounded per job.
-* Run records are ``runs`` and ``run_logs`` rows. A finished run over the limit keeps a
-  minimal record (``records.minimal``), charged with ``force``; pruning gives bytes back.
-  The per-job and per-package counters beside them (observability, ledger, workflow
-  projections, milestones) are bounded bookkeeping and are not payload.
+* Run records are ``runs`` and ``run_logs`` rows, and the invocation ledger's rows (they
+  keep a mutating call's response for replay). A finished run over the limit keeps a
+  minimal record (``records.minimal``) and an invocation its status without its response
+  (``RESPONSE_DROPPED``), charged with ``force``; pruning gives bytes back. The per-job and
+  per-package counters beside them (observability, workflow projections, milestones) are
+  bounded bookkeeping and are not payload.
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ from kody.actors import CallContext
 RUN_RECORDS_SQL = (
     "SELECT (SELECT COALESCE(sum(octet_length(r.*::text)), 0) FROM runs r)"
     " + (SELECT COALESCE(sum(octet_length(l.*::text)), 0) FROM run_logs l)"
+    " + (SELECT COALESCE(sum(octet_length(i.*::text)), 0) FROM package_invocation_ledger i)"
 )
+# What an invocation's stored response becomes when keeping it would pass the limit.
+RESPONSE_DROPPED = {"dropped": "storage_limit_exceeded"}
 
 _JOB_ROWS = (
     "SELECT COALESCE(sum(octet_length(j.*::text)), 0)::bigint FROM jobs j"
@@ -90,3 +95,54 @@ def expire_jobs(user_id: str, now: object) -> int:
             {"uid": user_id, "now": now},
         )
         return int(cursor.fetchone()[0])
+
+
+def ledger_row(invocation_id: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COALESCE(sum(octet_length(i.*::text)), 0) FROM package_invocation_ledger i"
+            " WHERE i.id = %s",
+            [invocation_id],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def finish_invocation(
+    context: CallContext, invocation_id: str, status: str, response: object, now: object
+) -> bool:
+    """Store a pending invocation's outcome once, its growth charged; past the limit the
+    outcome is kept without its response (the exactly-once guard must still close)."""
+    from apps.entitlements.services import LimitReached
+    from apps.jobs.actor.models import PackageInvocationLedger
+
+    field = PackageInvocationLedger._meta.get_field("response_json")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH was AS (SELECT octet_length(b.*::text) AS n FROM package_invocation_ledger b"
+            "  WHERE b.id = %(id)s AND b.status = 'pending'),"
+            " later AS (UPDATE package_invocation_ledger i SET status = %(status)s,"
+            "  response_json = %(response)s, updated_at = %(now)s"
+            "  WHERE i.id = %(id)s AND i.status = 'pending' RETURNING octet_length(i.*::text) AS n)"
+            " SELECT (SELECT n FROM was), (SELECT n FROM later)",
+            {
+                "id": invocation_id,
+                "status": status,
+                "response": field.get_db_prep_save(response, connection),
+                "now": now,
+            },
+        )
+        was, later = cursor.fetchone()
+    if later is None:
+        return False
+    try:
+        charge(context, int(later) - int(was))
+    except LimitReached:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE package_invocation_ledger i SET response_json = %s WHERE i.id = %s"
+                " RETURNING octet_length(i.*::text)",
+                [field.get_db_prep_save(RESPONSE_DROPPED, connection), invocation_id],
+            )
+            kept = int(cursor.fetchone()[0])
+        charge(context, kept - int(was), force=True)
+    return True
