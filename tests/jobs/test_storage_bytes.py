@@ -296,3 +296,31 @@ def test_an_invocations_stored_response_is_charged_and_dropped_past_the_limit(ow
     over = stored(owner)
     assert metering.reconcile_storage_bytes(uid)["bytes"] == over - padding
     assert stored(outsider) == outsider_base
+
+
+def test_a_packages_declared_job_is_charged_even_when_full(owner, clock):
+    """Synced after its publish committed (the source already passed the limit): refusing it
+    would leave the publish with part of its jobs."""
+    from apps.jobs.actor.manager import JobManager
+
+    settle(owner)
+    padding = fill(owner, room=5)
+    jid = "package-job:pkg-1:nightly"
+    JobManager.call(
+        owner.stable_user_id,
+        "create",
+        job={
+            "id": jid,
+            "name": "nightly",
+            "source_id": "",
+            "storage_id": f"job:{jid}",
+            "params_json": {"target": {"package": "@ada/pkg", "export": "default", "args": {}}},
+            "schedule_json": EVERY_MINUTE,
+            "timezone": "UTC",
+            "next_run_at": (timezone.now() + timedelta(minutes=1)).isoformat(),
+            "caller_context_json": {"userId": owner.stable_user_id, "surface": "job"},
+        },
+    )
+    assert Job.objects.filter(id=jid).exists()
+    over = stored(owner)
+    assert metering.reconcile_storage_bytes(owner.stable_user_id)["bytes"] == over - padding

@@ -88,7 +88,8 @@ class JobManager(Actor):
             slot.take()
             row.save(force_insert=True)
             # The new row's bytes, refused past storage_bytes: the call rolls back, no job.
-            stored.charge(self.context, stored.job_rows(self.user_id, [row.id]))
+            grown = stored.job_rows(self.user_id, [row.id])
+            stored.charge(self.context, grown, force=stored.package_owned(row.id))
         index_debt.changed("job", self.user_id, [row.id])
         self._arm()
         return {"id": row.id, "nextRunAt": row.next_run_at.isoformat()}
@@ -99,7 +100,7 @@ class JobManager(Actor):
             changes["next_run_at"] = datetime.fromisoformat(changes["next_run_at"])
         if "expires_at" in changes and changes["expires_at"] is not None:
             changes["expires_at"] = datetime.fromisoformat(changes["expires_at"])
-        with stored.JobRowsWeighed(self.context, [job_id]):
+        with stored.JobRowsWeighed(self.context, [job_id], force=stored.package_owned(job_id)):
             changed = rows.update(**changes, updated_at=timezone.now()) == 1
         if changed:
             index_debt.changed("job", self.user_id, [job_id])

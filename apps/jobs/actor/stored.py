@@ -11,6 +11,9 @@ the byte instead of drifting by an estimate's error.
 * A job definition written by its owner (create, update) is refused past the limit with the
   coded ``limit_reached`` (429): the call rolls back, nothing is stored. A delete gives its
   bytes back.
+* A package's declared jobs (``package-job:…``) are synced by its publish after the
+  publish committed, its source already checked against the limit: they are charged with
+  ``force``, so a publish is never left with half its jobs.
 * The scheduler's own fields on a job row (claim token, lease, last run, next run) change
   size as it works; that change is charged with ``force``: a claim or a report must not fail
   on the meter, and the change is a few bytes, bounded per job.
@@ -44,6 +47,10 @@ _JOB_ROWS = (
     "SELECT COALESCE(sum(octet_length(j.*::text)), 0)::bigint FROM jobs j"
     " WHERE j.user_id = %s AND j.id = ANY(%s)"
 )
+
+
+def package_owned(job_id: str) -> bool:
+    return job_id.startswith("package-job:")
 
 
 def job_rows(user_id: str, ids: Iterable[str]) -> int:
