@@ -324,3 +324,20 @@ def test_a_packages_declared_job_is_charged_even_when_full(owner, clock):
     assert Job.objects.filter(id=jid).exists()
     over = stored(owner)
     assert metering.reconcile_storage_bytes(owner.stable_user_id)["bytes"] == over - padding
+
+
+def test_pausing_expiring_and_resuming_a_job_work_while_full(owner, owner_key, clock):
+    settle(owner)
+    job = schedule(owner_key)
+    padding = fill(owner, room=0)
+    # An expiry grows the row (it was NULL) and still goes through: it stops the job.
+    until = (timezone.now() + timedelta(days=3)).isoformat()
+    status, body = rest(owner_key, "jobUpdate", {"jobId": job["id"], "expiresAt": until})
+    assert status == 200, body
+    assert Job.objects.get(id=job["id"]).expires_at is not None
+    for enabled in (False, True):
+        status, body = rest(owner_key, "jobUpdate", {"jobId": job["id"], "enabled": enabled})
+        assert status == 200, body
+        assert Job.objects.get(id=job["id"]).enabled is enabled
+    over = stored(owner)
+    assert metering.reconcile_storage_bytes(owner.stable_user_id)["bytes"] == over - padding

@@ -100,7 +100,8 @@ class JobManager(Actor):
             changes["next_run_at"] = datetime.fromisoformat(changes["next_run_at"])
         if "expires_at" in changes and changes["expires_at"] is not None:
             changes["expires_at"] = datetime.fromisoformat(changes["expires_at"])
-        with stored.JobRowsWeighed(self.context, [job_id], force=stored.package_owned(job_id)):
+        force = stored.package_owned(job_id) or not stored.DEFINITION & set(changes)
+        with stored.JobRowsWeighed(self.context, [job_id], force=force):
             changed = rows.update(**changes, updated_at=timezone.now()) == 1
         if changed:
             index_debt.changed("job", self.user_id, [job_id])

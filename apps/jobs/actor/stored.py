@@ -8,9 +8,10 @@ taken by the database on the rows as written (an UPDATE's ``RETURNING`` beside a
 same rows from the statement's snapshot), so the meter and the nightly measurement agree to
 the byte instead of drifting by an estimate's error.
 
-* A job definition written by its owner (create, update) is refused past the limit with the
-  coded ``limit_reached`` (429): the call rolls back, nothing is stored. A delete gives its
-  bytes back.
+* A job definition written by its owner (create, an update of ``DEFINITION`` fields) is
+  refused past the limit with the coded ``limit_reached`` (429): the call rolls back, nothing
+  is stored. Other updates (pause, resume, preserve, expiry) are charged with ``force``: a
+  person over the limit must still be able to stop a job. A delete gives its bytes back.
 * A package's declared jobs (``package-job:…``) are synced by its publish after the
   publish committed, its source already checked against the limit: they are charged with
   ``force``, so a publish is never left with half its jobs.
@@ -47,6 +48,11 @@ _JOB_ROWS = (
     "SELECT COALESCE(sum(octet_length(j.*::text)), 0)::bigint FROM jobs j"
     " WHERE j.user_id = %s AND j.id = ANY(%s)"
 )
+
+
+# The fields that make up what a job does: an update that writes one of them is the owner
+# adding content, refused past the limit.
+DEFINITION = frozenset({"name", "params_json", "schedule_json", "timezone"})
 
 
 def package_owned(job_id: str) -> bool:
