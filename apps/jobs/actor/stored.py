@@ -32,7 +32,8 @@ from collections.abc import Iterable
 
 from django.db import connection
 
-from apps.entitlements.services import reserve_storage_bytes_in_call
+from apps.entitlements.services import LimitReached, reserve_storage_bytes_in_call
+from apps.jobs.actor.models import PackageInvocationLedger
 from kody.actors import CallContext
 
 # Reconciliation's measure of the run records in a user's schema (registered in ``ready()``).
@@ -125,9 +126,6 @@ def finish_invocation(
 ) -> bool:
     """Store a pending invocation's outcome once, its growth charged; past the limit the
     outcome is kept without its response (the exactly-once guard must still close)."""
-    from apps.entitlements.services import LimitReached
-    from apps.jobs.actor.models import PackageInvocationLedger
-
     field = PackageInvocationLedger._meta.get_field("response_json")
     with connection.cursor() as cursor:
         cursor.execute(
