@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.entitlements.services import release_storage_bytes
 from apps.jobs.actor.manager import JobManager
 from apps.packages.services.vector_kinds import KINDS, forget
 from kody.lanes import Cadence, LaneRun, lane
@@ -77,7 +78,7 @@ WITH doomed AS (
 )
 DELETE FROM jobs WHERE id IN (SELECT id FROM doomed)
    AND NOT enabled AND claim_token IS NULL AND NOT preserved
-RETURNING user_id, id
+RETURNING user_id, id, octet_length(jobs.*::text)
 """
 
 
@@ -94,8 +95,18 @@ def prune_jobs(batch: int) -> int:
             },
         )
         gone = cursor.fetchall()
-        forget(KINDS["job"], gone)  # their vectors go with them
+        forget(KINDS["job"], [(user_id, job_id) for user_id, job_id, _ in gone])
+        freed: dict[str, int] = {}
+        for user_id, _, size in gone:
+            freed[user_id] = freed.get(user_id, 0) + int(size)
+        # The owners' storage meters get the rows' bytes back once the delete is committed.
+        transaction.on_commit(lambda: _release(freed))
     return len(gone)
+
+
+def _release(freed: dict[str, int]) -> None:
+    for user_id, size in freed.items():
+        release_storage_bytes(user_id, size)
 
 
 def prune_archived_artifacts(batch: int) -> int:

@@ -16,7 +16,8 @@ usage event goes to a Redis buffer the hourly rollup drains into ``usage_events`
   actor calls, in that call's transaction (the JobManager charges ``job_runs_per_day`` with
   its claim).
 * ``refund``, ``consume_inbound_delivery`` (charged once per delivery id),
-  ``reserve_storage_bytes``.
+  ``reserve_storage_bytes`` (``reserve_storage_bytes_in_call`` from inside the user's own
+  actor call, in its transaction).
 
 ``user`` is a ``User`` or a stable user id. Account UI: ``usage_summary(user)``.
 """
@@ -33,6 +34,7 @@ from apps.entitlements.services.enforcement import (
     refund,
     release_storage_bytes,
     reserve_storage_bytes,
+    reserve_storage_bytes_in_call,
 )
 from apps.entitlements.services.plan_cache import cached_plan, invalidate_plan
 from apps.entitlements.services.summary import usage_summary, usage_summary_json
@@ -60,6 +62,7 @@ __all__ = [
     "refund",
     "release_storage_bytes",
     "reserve_storage_bytes",
+    "reserve_storage_bytes_in_call",
     "usage_summary",
     "usage_summary_json",
 ]

@@ -187,6 +187,30 @@ def storage_limit_reached(user: Any, used: int) -> LimitReached:
     return _limit_reached("storage_bytes", limit_for(plan, "storage_bytes"), plan, None, used)
 
 
+def reserve_storage_bytes_in_call(context: CallContext, n: int, *, force: bool = False) -> int:
+    """``reserve_storage_bytes`` from inside one of the user's own actor calls: the meter's
+    row changes in that call's transaction, so the bytes commit or roll back with the rows
+    that hold them (a refused write raises ``LimitReached`` and the caller's transaction
+    stores nothing). A negative ``n`` gives bytes back. ``force`` charges past the limit:
+    for rows the platform must keep whatever the meter says (a finished run's minimal record,
+    the scheduler's own fields), which reconciliation would count anyway. Returns the
+    meter's bytes after."""
+    plan = cached_plan(str(context.user_id))
+    limit = limit_for(plan, "storage_bytes")
+    if n == 0:
+        return int(meter.read_storage_bytes_in_call(context)["bytes"])
+    # The meter takes the user's bucket estimates off the limit in the same statement.
+    headroom = FORCED if force or n < 0 else limit
+    result = meter.reserve_storage_bytes_in_call(context, n, headroom)
+    if not result["allowed"]:
+        raise _limit_reached("storage_bytes", limit, plan, None, int(result["bytes"]))
+    return int(result["bytes"])
+
+
+# A limit no meter reaches: a forced charge or a release always applies.
+FORCED = 2**62
+
+
 def release_storage_bytes(user: Any, n: int) -> None:
     """Give back ``n`` bytes a delete freed (never below zero; reconciliation fixes drift)."""
     if n > 0:

@@ -145,6 +145,10 @@ def reserve_storage_bytes_in_call(
     return result
 
 
+def read_storage_bytes_in_call(context: CallContext) -> StorageBytes:
+    return UserMeter(context).read_storage_bytes()
+
+
 def reconcile_storage_bytes(uid: str) -> StorageReconcile:
     return _call(uid, "reconcile_storage_bytes")
 

@@ -43,6 +43,9 @@ NOT_PAYLOAD = frozenset(
         "email_outbound_provider_index",
         "email_outbound_provider_index_repair_owners",
         "package_service_states",
+        # The vector upserts' skip cache: derived from rows already counted, kept by the
+        # platform (a job or memory written once leaves one here that its owner never sees).
+        "vector_embed_fingerprints",
     }
 )
 _IDENT_OK = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
@@ -131,17 +134,19 @@ def schema_payload_bytes(stable_user_id: str) -> int:
     from kody.userschema import tablesets
     from kody.userschema.models import UserSchema
 
-    # The registry row's ``table_sets`` holds actor wire names (``mailbox.Mailbox``), the
-    # names registered here; NULL means every set.
-    created = (
-        UserSchema.objects.filter(user_id=stable_user_id)
-        .values_list("table_sets", flat=True)
-        .first()
+    found = list(
+        UserSchema.objects.filter(user_id=stable_user_id).values_list("table_sets", flat=True)
     )
+    if not found:
+        return 0  # no schema: nothing stored in one
+    # NULL means every set. Two actors may share one set (JobManager writes RunLog's tables),
+    # so what counts is whether the registered actor's tables exist, not whose call made them.
+    held = tablesets.tables_of(found[0])
+    declared = tablesets.sets()
     total = 0
     with connection.cursor() as cursor:
         for actor, sql in sorted(_SCHEMA_PAYLOAD.items()):
-            if not tablesets.is_created(created, actor):
+            if held is not None and not declared.get(actor, frozenset()) <= held:
                 continue  # the set was never created: nothing stored there
             cursor.execute(sql)
             total += int(cursor.fetchone()[0] or 0)

@@ -38,7 +38,7 @@ from django.utils import timezone
 from apps.entitlements.services import LimitReached, consume_in_call, count_limit
 from apps.jobs import schedules
 from apps.jobs.actor import models as am
-from apps.jobs.actor import records
+from apps.jobs.actor import records, stored
 from apps.jobs.actor.claims import (  # noqa: F401  (callers import these from here)
     BACKLOG_REARM,
     CATCH_UP,
@@ -87,6 +87,9 @@ class JobManager(Actor):
         with count_limit(self.user_id, "scheduled_jobs") as slot:
             slot.take()
             row.save(force_insert=True)
+            # The new row's bytes, refused past storage_bytes: the call rolls back, no job.
+            grown = stored.job_rows(self.user_id, [row.id])
+            stored.charge(self.context, grown, force=stored.package_owned(row.id))
         index_debt.changed("job", self.user_id, [row.id])
         self._arm()
         return {"id": row.id, "nextRunAt": row.next_run_at.isoformat()}
@@ -97,14 +100,17 @@ class JobManager(Actor):
             changes["next_run_at"] = datetime.fromisoformat(changes["next_run_at"])
         if "expires_at" in changes and changes["expires_at"] is not None:
             changes["expires_at"] = datetime.fromisoformat(changes["expires_at"])
-        changed = rows.update(**changes, updated_at=timezone.now()) == 1
+        force = stored.package_owned(job_id) or not stored.DEFINITION & set(changes)
+        with stored.JobRowsWeighed(self.context, [job_id], force=force):
+            changed = rows.update(**changes, updated_at=timezone.now()) == 1
         if changed:
             index_debt.changed("job", self.user_id, [job_id])
         self._arm()
         return changed
 
     def delete(self, job_id: str) -> bool:
-        deleted = self._mine(job_id).delete()[0] > 0
+        with stored.JobRowsWeighed(self.context, [job_id]):
+            deleted = self._mine(job_id).delete()[0] > 0
         index_debt.changed("job", self.user_id, [job_id])  # removes its vector
         self._arm()
         return deleted
@@ -112,11 +118,12 @@ class JobManager(Actor):
     def run_now(self, job_id: str) -> bool:
         """Make the job due now; a job already running is left alone (no concurrent run)."""
         now = timezone.now()
-        changed = (
-            self._mine(job_id)
-            .filter(claim_token__isnull=True, kill_switch_enabled=False)
-            .update(next_run_at=now, enabled=True, updated_at=now)
-        )
+        with stored.JobRowsWeighed(self.context, [job_id], force=True):
+            changed = (
+                self._mine(job_id)
+                .filter(claim_token__isnull=True, kill_switch_enabled=False)
+                .update(next_run_at=now, enabled=True, updated_at=now)
+            )
         if changed:
             self.set_alarm(now)
         return changed == 1
@@ -136,7 +143,7 @@ class JobManager(Actor):
     def _claim_due(self) -> list[Claim]:
         now = timezone.now()
         mine = Job.objects.filter(user_id=self.user_id)
-        mine.filter(enabled=True, expires_at__lte=now).update(enabled=False, updated_at=now)
+        stored.charge(self.context, stored.expire_jobs(self.user_id, now), force=True)
         if _scheduler_killed():
             self.clear_alarm()
             self.set_alarm(now + KILLED_POLL)  # look again later; nothing runs meanwhile
@@ -176,7 +183,7 @@ class JobManager(Actor):
             job.running_since = now
             job.lease_expires_at = now + LEASE
             job.started_by = None  # "started" belongs to a token: this claim is not, yet
-        _write_rows(charged, CLAIM_FIELDS)
+        stored.charge(self.context, _write_rows(charged, CLAIM_FIELDS), force=True)
         return [{"job_id": job.id, "claim_token": str(job.claim_token)} for job in charged]
 
     def _ready(self, job: Job, now: datetime) -> bool:
@@ -209,6 +216,7 @@ class JobManager(Actor):
 
     def _record_lost(self, job: Job, now: datetime) -> None:
         records.record_run(
+            self.context,
             {
                 "surface": "job",
                 "status": "error",
@@ -220,7 +228,7 @@ class JobManager(Actor):
                 "finished_at": now,
                 "error_name": "LeaseExpired",
                 "error_message": "The run stopped reporting and its retries are used up.",
-            }
+            },
         )
 
     # --- the report from a run --------------------------------------------------------
@@ -266,7 +274,8 @@ class JobManager(Actor):
                 job.started_by, job.lease_expires_at = delivery, until
                 changed.append(job)
             started[job.id] = until.isoformat()
-        _write_rows(changed, ["started_by", "lease_expires_at"])
+        grown = _write_rows(changed, ["started_by", "lease_expires_at"])
+        stored.charge(self.context, grown, force=True)
         return started
 
     def finish(self, job_id: str, claim_token: str, outcome: Outcome) -> dict[str, Any]:
@@ -301,12 +310,14 @@ class JobManager(Actor):
             claim = self._catch_up(job, timezone.now()) if advanced and job else None
             if claim is not None:
                 caught_up.append(claim)
+        grown = 0
         if moved:  # one UPDATE for the batch's rows, catch-up claims included
             now = timezone.now()
             for job in moved:
                 job.updated_at = now
-            _write_rows(moved, REPORT_FIELDS)
-        records.record_runs(written)
+            grown = _write_rows(moved, REPORT_FIELDS)
+        # One meter charge for the rows' growth and the run records (see ``stored``).
+        records.record_runs(self.context, written, forced=grown)
         if caught_up:
             self._dispatch(caught_up)
         # Exactly: the alarm the claims set at their leases' end goes with them. Kept (set
@@ -374,7 +385,8 @@ class JobManager(Actor):
     def _write_records(
         self, job_id: str, job: Job | None, scheduled_for: datetime | None, outcome: Outcome
     ) -> str:
-        return records.record_runs(self._run_records(job_id, job, scheduled_for, outcome))[0]
+        items = self._run_records(job_id, job, scheduled_for, outcome)
+        return records.record_runs(self.context, items)[0]
 
     @staticmethod
     def _run_records(
@@ -428,7 +440,8 @@ class JobManager(Actor):
             job.next_run_at = upcoming
         self._release(job)
         if save:
-            job.save(update_fields=REPORT_FIELDS)
+            job.updated_at = now
+            stored.charge(self.context, _write_rows([job], REPORT_FIELDS), force=True)
 
     @staticmethod
     def _release(job: Job) -> None:

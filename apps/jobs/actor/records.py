@@ -32,7 +32,10 @@ from django.db import connection, models
 from django.db.models import NOT_PROVIDED, Q
 from django.utils import timezone
 
+from apps.entitlements.services import LimitReached
 from apps.jobs.actor import models as m
+from apps.jobs.actor import stored
+from kody.actors import CallContext
 from kody.fields import new_id
 
 MAX_LOG_LINES = 200
@@ -42,6 +45,8 @@ LEDGER_RETENTION = timedelta(days=90)
 WORKFLOW_RETENTION = timedelta(days=90)
 PRUNE_EVERY = 32
 MAX_MESSAGE = 4000
+# What a run over the storage limit keeps of its error message (``minimal``).
+MINIMAL_MESSAGE = 200
 TERMINAL_WORKFLOW = ("success", "error", "cancelled")
 AUTONOMOUS_SURFACES = ("job", "workflow", "webhook", "subscription", "service")
 
@@ -86,18 +91,29 @@ class RunJson(TypedDict, total=False):
     metadata: Any
 
 
-def record_run(run: dict[str, Any], lines: list[dict[str, Any]] | None = None) -> str:
+def record_run(
+    context: CallContext, run: dict[str, Any], lines: list[dict[str, Any]] | None = None
+) -> str:
     """Insert one finished (or running) run and its first 200 log lines; returns its id."""
-    return record_runs([(run, lines)])[0]
+    return record_runs(context, [(run, lines)])[0]
 
 
-def record_runs(items: list[tuple[dict[str, Any], list[dict[str, Any]] | None]]) -> list[str]:
+def record_runs(
+    context: CallContext,
+    items: list[tuple[dict[str, Any], list[dict[str, Any]] | None]],
+    forced: int = 0,
+) -> list[str]:
     """``record_run`` for several runs in one go (a batch of job reports): ONE statement
-    inserts the runs and their log lines, upserts each job's observability row and counts
-    the finishes (data-modifying CTEs on separate tables), so a run costs one round trip
-    and no ORM insert compiler (issue 9: the mixed workload's RunLog.record was three round
-    trips and most of a shard worker's Python). Each value is converted as the ORM converts
-    it on save (``Field.get_db_prep_save``); a column with a database default is left to it."""
+    inserts the runs and their log lines, upserts each job's observability row, counts the
+    finishes (data-modifying CTEs on separate tables) and answers the bytes the rows hold, so
+    a run costs one round trip and no ORM insert compiler (issue 9: the mixed workload's
+    RunLog.record was three round trips and most of a shard worker's Python). Each value is
+    converted as the ORM converts it on save (``Field.get_db_prep_save``); a column with a
+    database default is left to it.
+
+    The rows' bytes are charged to the storage meter in this call (with ``forced``: bytes
+    the caller wrote that must be charged whatever the limit). Past the limit the runs are
+    kept as ``minimal`` records instead — a finished run is never lost, its output is."""
     rows: list[m.Run] = []
     log_lines: list[m.RunLogLine] = []
     for run, lines in items:
@@ -128,30 +144,81 @@ def record_runs(items: list[tuple[dict[str, Any], list[dict[str, Any]] | None]])
             for index, line in enumerate(lines[:MAX_LOG_LINES])
         )
     if not rows:
+        stored.charge(context, forced, force=True)
         return []
-    writes = [_insert(m.Run, rows)]
+    writes = [_insert(m.Run, rows, weigh=True)]
+    weighed = "(SELECT COALESCE(sum(n), 0) FROM w0)"
     if log_lines:
-        writes.append(_insert(m.RunLogLine, log_lines))
+        writes.append(_insert(m.RunLogLine, log_lines, weigh=True))
+        weighed += " + (SELECT COALESCE(sum(n), 0) FROM w1)"
     observed = _observe_jobs(
         [r for r in rows if r.job_id and r.surface == "job" and r.status != "running"]
     )
     if observed is not None:
         writes.append(observed)
     finished_runs = sum(row.status != "running" for row in rows)
+    finishes = "0"
+    if finished_runs:
+        writes.append((_COUNT_FINISH, [finished_runs]))
+        finishes = f"(SELECT value FROM w{len(writes) - 1})"
     ctes = ", ".join(f"w{index} AS ({sql})" for index, (sql, _) in enumerate(writes))
     params = [param for _, each in writes for param in each]
     with connection.cursor() as cursor:
-        if finished_runs:
-            cursor.execute(f"WITH {ctes} {_COUNT_FINISH}", [*params, finished_runs])
-            finishes = cursor.fetchone()[0]
-        else:
-            cursor.execute(f"WITH {ctes} SELECT 1", params)
+        cursor.execute(f"WITH {ctes} SELECT {weighed}, {finishes}", params)
+        added, finished = cursor.fetchone()
+    try:
+        stored.charge(context, int(added) + forced)
+    except LimitReached:
+        _keep_minimal(context, rows, forced)
     for row in rows:
         if row.package_id and row.status == "success":
             _observe_package(row)
-    if finished_runs and finishes >= PRUNE_EVERY:
-        prune()
+    if finished_runs and finished >= PRUNE_EVERY:
+        prune(context)
     return [row.id for row in rows]
+
+
+def minimal(row: m.Run, lines: int) -> m.Run:
+    """What a run keeps when its full record would pass the storage limit: who and what ran,
+    when, and how it ended (an error's name and the first words of its message), marked
+    ``storage_limit_exceeded``; its log lines and other metadata are dropped. A user keeps
+    a trace of every run and why its output is missing; the job keeps its schedule."""
+    kept = {k: v for k, v in _meta(row).items() if k in _MINIMAL_METADATA}
+    row.metadata_json = {**kept, "outputDropped": "storage_limit_exceeded"}
+    if lines:
+        row.metadata_json["droppedLogLines"] = lines
+    if row.error_message:
+        row.error_message = row.error_message[:MINIMAL_MESSAGE]
+    return row
+
+
+def _meta(row: m.Run) -> dict[str, Any]:
+    return row.metadata_json if isinstance(row.metadata_json, dict) else {}
+
+
+# Small keys a job run's record answers questions with (which occurrence, why skipped).
+_MINIMAL_METADATA = ("scheduledFor", "stale", "skipped")
+
+
+def _keep_minimal(context: CallContext, rows: list[m.Run], forced: int) -> None:
+    """Replace the runs just written (refused by the meter) with their minimal records and
+    charge those whatever the limit: dropping the run too would lose it without a trace."""
+    ids = [row.id for row in rows]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT run_id, count(*) FROM run_logs WHERE run_id = ANY(%s) GROUP BY run_id", [ids]
+        )
+        counted = dict(cursor.fetchall())
+        cursor.execute("DELETE FROM run_logs WHERE run_id = ANY(%s)", [ids])
+        cursor.execute("DELETE FROM runs WHERE id = ANY(%s)", [ids])
+        small = [
+            minimal(row, counted.get(row.id, 0) + int(_meta(row).get("droppedLogLines") or 0))
+            for row in rows
+        ]
+        sql, params = _insert(m.Run, small, weigh=True)
+        cursor.execute(f"WITH w AS ({sql}) SELECT COALESCE(sum(n), 0) FROM w", params)
+        kept = int(cursor.fetchone()[0])
+    stored.charge(context, kept + forced, force=True)
 
 
 def _columns(model: type[models.Model]) -> list[Any]:
@@ -159,16 +226,21 @@ def _columns(model: type[models.Model]) -> list[Any]:
     return [f for f in model._meta.concrete_fields if f.db_default is NOT_PROVIDED]
 
 
-def _insert(model: type[models.Model], objects: list[Any]) -> tuple[str, list[Any]]:
-    """One multi-row INSERT of ``objects``, its values converted as the ORM saves them."""
+def _insert(
+    model: type[models.Model], objects: list[Any], *, weigh: bool = False
+) -> tuple[str, list[Any]]:
+    """One multi-row INSERT of ``objects``, its values converted as the ORM saves them;
+    ``weigh``: it returns each row's ``octet_length(row::text)`` as ``n``."""
     fields = _columns(model)
     names = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     params = [
         f.get_db_prep_save(getattr(each, f.attname), connection) for each in objects for f in fields
     ]
+    returning = " RETURNING octet_length(t.*::text) AS n" if weigh else ""
     return (
-        f"INSERT INTO {model._meta.db_table} ({names}) VALUES {', '.join([row] * len(objects))}",
+        f"INSERT INTO {model._meta.db_table} AS t ({names})"
+        f" VALUES {', '.join([row] * len(objects))}{returning}",
         params,
     )
 
@@ -253,38 +325,66 @@ def _observe_package(run: m.Run) -> None:
             )
 
 
-def count_finish(n: int = 1) -> None:
+def count_finish(context: CallContext, n: int = 1) -> None:
     with connection.cursor() as cursor:
         cursor.execute(_COUNT_FINISH, [n])
         finishes = cursor.fetchone()[0]
     if finishes >= PRUNE_EVERY:
-        prune()
+        prune(context)
 
 
-def prune(now: datetime | None = None) -> dict[str, int]:
+def prune(context: CallContext, now: datetime | None = None) -> dict[str, int]:
     """Apply the run, ledger and workflow windows; resets the finish counter. A ledger row is
-    kept 90 days whatever its status: one still pending that long was abandoned."""
+    kept 90 days whatever its status: one still pending that long was abandoned. The bytes of
+    the runs, log lines and ledger rows it deletes go back to the storage meter in the same
+    call."""
     now = now or timezone.now()
     deleted = {"runs": 0, "ledger": 0, "workflows": 0}
     with connection.cursor() as cursor:
         cursor.execute(
             "WITH gone AS ("
-            "  DELETE FROM runs WHERE started_at < %s OR id IN ("
+            "  DELETE FROM runs r WHERE started_at < %s OR id IN ("
             "    SELECT id FROM runs ORDER BY started_at DESC, id DESC OFFSET %s)"
-            "  RETURNING id"
-            "), lines AS (DELETE FROM run_logs WHERE run_id IN (SELECT id FROM gone))"
-            " SELECT count(*) FROM gone",
+            "  RETURNING id, octet_length(r.*::text) AS n"
+            "), lines AS (DELETE FROM run_logs l WHERE run_id IN (SELECT id FROM gone)"
+            "  RETURNING octet_length(l.*::text) AS n)"
+            " SELECT count(*), COALESCE(sum(n), 0)"
+            "   + (SELECT COALESCE(sum(n), 0) FROM lines) FROM gone",
             [now - RUN_RETENTION, MAX_RUNS],
         )
-        deleted["runs"] = cursor.fetchone()[0]
+        deleted["runs"], freed = cursor.fetchone()
         cursor.execute("UPDATE run_log_meta SET value = 0 WHERE key = 'finishes_since_retention'")
-    deleted["ledger"] = m.PackageInvocationLedger.objects.filter(
-        created_at__lt=now - LEDGER_RETENTION
-    ).delete()[0]
+        cursor.execute(
+            "WITH gone AS (DELETE FROM package_invocation_ledger i WHERE created_at < %s"
+            "  RETURNING octet_length(i.*::text) AS n)"
+            " SELECT count(*), COALESCE(sum(n), 0) FROM gone",
+            [now - LEDGER_RETENTION],
+        )
+        deleted["ledger"], ledger_freed = cursor.fetchone()
+    stored.charge(context, -int(freed) - int(ledger_freed))
     deleted["workflows"] = m.WorkflowProjection.objects.filter(
         status__in=TERMINAL_WORKFLOW, completed_at__lt=now - WORKFLOW_RETENTION
     ).delete()[0]
     return deleted
+
+
+def triage(
+    context: CallContext, run_id: str, triage: str | None, note: str | None, by: str
+) -> bool:
+    """Set a run's triage; the note is the owner's text, so the run's growth is charged and
+    refused past the limit (the call rolls back, the triage is not stored)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH was AS (SELECT octet_length(b.*::text) AS n FROM runs b WHERE b.id = %s),"
+            " later AS (UPDATE runs r SET error_triage = %s, triage_note = %s,"
+            "  triaged_at = %s, triaged_by = %s WHERE r.id = %s"
+            "  RETURNING octet_length(r.*::text) AS n)"
+            " SELECT (SELECT n FROM later) - (SELECT n FROM was), (SELECT count(*) FROM later)",
+            [run_id, triage, note, timezone.now(), by, run_id],
+        )
+        grown, changed = cursor.fetchone()
+    stored.charge(context, int(grown or 0))
+    return bool(changed)
 
 
 def as_json(run: m.Run) -> RunJson:

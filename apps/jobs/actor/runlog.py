@@ -23,7 +23,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from apps.jobs.actor import models as m
-from apps.jobs.actor import records
+from apps.jobs.actor import records, stored
 from kody.actors import Actor, deletion_safe, reads
 from kody.fields import new_id
 
@@ -56,7 +56,7 @@ class RunLog(Actor):
     tables = m.RUN_TABLES
 
     def record(self, run: dict[str, Any], lines: list[dict[str, Any]] | None = None) -> str:
-        return records.record_run(run, lines)
+        return records.record_run(self.context, run, lines)
 
     @reads
     def get_run(self, run_id: str) -> dict[str, Any] | None:
@@ -103,12 +103,7 @@ class RunLog(Actor):
         }
 
     def triage(self, run_id: str, triage: str | None, note: str | None, by: str) -> bool:
-        return (
-            m.Run.objects.filter(id=run_id).update(
-                error_triage=triage, triage_note=note, triaged_at=timezone.now(), triaged_by=by
-            )
-            == 1
-        )
+        return records.triage(self.context, run_id, triage, note, by)
 
     @reads
     def concurrent_workflows(self) -> int:
@@ -160,7 +155,7 @@ class RunLog(Actor):
             row.last_error = error[: records.MAX_MESSAGE] if error else row.last_error
             if status in records.TERMINAL_WORKFLOW:
                 row.completed_at = timezone.now()
-                records.count_finish()
+                records.count_finish(self.context)
             row.save(update_fields=["status", "last_error", "completed_at"])
         return _workflow_json(row)
 
@@ -185,6 +180,8 @@ class RunLog(Actor):
                 **{k: labels.get(k) for k in ("package_kody_id", "source", "topic")},
             )
             row.save(force_insert=True)
+            # A small row the exactly-once guard needs: charged whatever the limit.
+            stored.charge(self.context, stored.ledger_row(row.id), force=True)
             return {"outcome": "new", "id": row.id}
         if row.request_hash != request_hash:
             return {"outcome": "mismatch", "id": row.id}
@@ -201,14 +198,11 @@ class RunLog(Actor):
         """Store a pending invocation's outcome once; a second report changes nothing."""
         if status not in LEDGER_STATUSES[1:]:
             raise ValueError("an invocation finishes as success or error")
-        done = (
-            m.PackageInvocationLedger.objects.filter(id=invocation_id, status="pending").update(
-                status=status, response_json=response, updated_at=timezone.now()
-            )
-            == 1
+        done = stored.finish_invocation(
+            self.context, invocation_id, status, response, timezone.now()
         )
         if done:
-            records.count_finish()
+            records.count_finish(self.context)
         return done
 
     @reads
@@ -239,7 +233,7 @@ class RunLog(Actor):
         }
 
     def prune(self) -> dict[str, int]:
-        return records.prune()
+        return records.prune(self.context)
 
     @deletion_safe
     def export_runs(self, cursor: str | None = None, limit: int = 500) -> dict[str, Any]:
