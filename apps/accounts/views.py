@@ -295,6 +295,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "account": user,
         "plan": _plan(user).label,
         "sections": summary.sections(user),
+        "next_step": summary.next_step(user),
         "token_count": sum(1 for t in tokens.list_tokens(user) if t.kind == "pat"),
     }
     return _render(request, "home.html", context)
