@@ -16,8 +16,10 @@ and derives one state from facts other apps keep, highest first:
 A person's first evaluation only records the state (``origin = seed``, no mail). After that,
 entering a state sends its one mail: the ``user_usage_campaign_sends`` row (unique per user,
 state and send index; the advocate template unique per user) is inserted first and only the
-run whose insert landed sends, so two concurrent runs mail once. The tips opt-out silences the
-campaign mails. Mail goes from ``kody@`` through Django's mail backend.
+run whose insert landed sends, so two concurrent runs mail once. The tips opt-out
+(``services/tips.py``) silences the campaign mails, each of which carries a one-click
+unsubscribe link and the RFC 8058 ``List-Unsubscribe`` headers. Mail goes from ``kody@``
+through Django's mail backend.
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.core.mail import send_mail
+from django.core.mail import EmailMessage
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from apps.accounts.models import User, UserTipsEmailOptOut, UserUsageCampaign
+from apps.accounts.models import User, UserUsageCampaign
 from apps.accounts.models.campaigns import (
     ADVOCATE_TEMPLATE,
     CampaignOrigin,
@@ -42,6 +44,7 @@ from apps.accounts.models.campaigns import (
     UserUsageCampaignSend,
 )
 from apps.accounts.models.users import AccountType, Plan
+from apps.accounts.services import tips
 from apps.entitlements.models import UsageEvent
 from apps.entitlements.plans import DAILY_RESOURCES, effective_plan_for, limit_for
 from apps.entitlements.services import usage
@@ -53,6 +56,7 @@ LIMIT_AWARE_SHARE = 0.8
 LIMIT_AWARE_TOP = 15  # the most pressed people per run get the warning
 COOLING_AFTER = timedelta(days=14)
 
+WARNING_TEMPLATE = "entitlement_warning"
 MAILS: dict[str, tuple[str, str, str]] = {
     # state -> (template, subject, body)
     CampaignState.VERIFIED_NO_MCP: (
@@ -79,12 +83,16 @@ MAILS: dict[str, tuple[str, str, str]] = {
         "It has been a while. Your packages, memories and jobs are waiting: {site}/account",
     ),
     CampaignState.LIMIT_AWARE: (
-        "entitlement_warning",
+        WARNING_TEMPLATE,
         "You are close to a Kody plan limit",
         "Today you used {used} of {limit} {resource}. See your usage and plans: "
         "{site}/account/usage",
     ),
 }
+TIPS_FOOTER = (
+    "\n\n-- \nKody sends tips like this one to people with a Kody account. Stop them: "
+    "{link}\nOr choose in your settings: {site}/account/settings#tips"
+)
 ADVOCATE = (
     ADVOCATE_TEMPLATE,
     "Enjoying Kody? Tell a friend",
@@ -176,7 +184,19 @@ def _mail(user: User, template: tuple[str, str, str], **values: object) -> None:
     _, subject, body = template
     site = settings.SITE_URL.rstrip("/")
     text = body.format(site=site, username=user.username, **values)
-    send_mail(subject, text, f"Kody <kody@{settings.KODY_MAIL_DOMAIN}>", [user.email])
+    headers: dict[str, str] = {}
+    if template[0] != WARNING_TEMPLATE:
+        # Every tips mail says how to stop them, in the body and, for mail clients that offer
+        # an unsubscribe button, as RFC 8058 one-click headers. The warning carries neither:
+        # the opt-out does not stop it, so a link would promise what it cannot keep.
+        link = tips.unsubscribe_url(site, user)
+        text += TIPS_FOOTER.format(link=link, site=site)
+        headers = {
+            "List-Unsubscribe": f"<{link}>",
+            "List-Unsubscribe-Post": "List-Unsubscribe=One-Click",
+        }
+    sender = f"Kody <kody@{settings.KODY_MAIL_DOMAIN}>"
+    EmailMessage(subject, text, sender, [user.email], headers=headers).send()
 
 
 def evaluate(user: User, now: datetime, pressed: dict[str, Pressure]) -> tuple[bool, int]:
@@ -219,8 +239,7 @@ def _send_for(
         return _send(
             user, state, MAILS[state], now, used=p.used, limit=p.limit, resource=p.resource
         )
-    opted_out = UserTipsEmailOptOut.objects.filter(user_id=uid).exists()
-    if opted_out or row.cooling_terminal:
+    if tips.is_opted_out(user) or row.cooling_terminal:
         return 0
     if state == CampaignState.ACTIVATED and row.advocate_sent_at is None:
         sent = _send(user, state, ADVOCATE, now)

@@ -1,5 +1,6 @@
 """What the account home shows: for each thing a person keeps in Kody, how many and the
-latest few, each linking to its own page.
+latest few, each linking to its own page; and, behind the ``account_home_next_step`` flag, a
+card with the person's next onboarding step.
 
 Part of the account lifecycle layer (tests/kernel/test_layering.py): like export, it reads
 every app's data, through each app's services."""
@@ -10,9 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.urls import reverse
+from django.utils import timezone
 
+from apps.accounts import campaigns
 from apps.accounts.models import User
+from apps.accounts.models.campaigns import CampaignState
 from apps.accounts.oauth import grants
+from apps.accounts.services import flags
 from apps.jobs import services as jobs
 from apps.mailbox.services import reads as mail
 from apps.packages.models import SavedPackage
@@ -20,6 +25,10 @@ from apps.packages.services import memories, secrets
 from kody.errors import KodyError
 
 LATEST = 3
+# Off until operators turn it on (a data migration seeds the row disabled, so exposures and the
+# admin readout count from the first page view): does an in-app nudge move people along the
+# onboarding steps the tips mail describes?
+NEXT_STEP_FLAG = "account_home_next_step"
 
 
 @dataclass
@@ -89,3 +98,47 @@ def _agents(user: User) -> Section:
     latest = [g.client_name or g.client_id for g in connected[:LATEST]]
     url = reverse("accounts:connections")
     return Section("agents", "Connected agents", url, len(connected), latest)
+
+
+@dataclass(frozen=True)
+class NextStep:
+    key: str
+    title: str
+    text: str
+    url: str
+    link: str
+
+
+def next_step(user: User) -> NextStep | None:
+    """The onboarding step the person is on, in the campaign lane's own terms, so the card and
+    the tips mail never disagree; None once there is no step left (or the flag is off for
+    them). The flag is read first: people outside the rollout cost no extra query."""
+    if not flags.is_enabled(NEXT_STEP_FLAG, user, source="code"):
+        return None
+    state = campaigns.state_of(user, timezone.now(), {}, ever_activated=False)
+    connections = reverse("accounts:connections")
+    steps = {
+        CampaignState.VERIFIED_NO_MCP: NextStep(
+            "connect",
+            "Connect your first agent",
+            "Add Kody as an MCP server in the agent you use; it takes one step.",
+            connections,
+            "Connect an agent",
+        ),
+        CampaignState.CONNECTED_NO_PACKAGE: NextStep(
+            "package",
+            "Save your first package",
+            "Ask your agent to save something it wrote as a package: every agent of yours "
+            "can then use it.",
+            connections,
+            "See what your agents can reach",
+        ),
+        CampaignState.PACKAGED_SINGLE_CLIENT: NextStep(
+            "second-agent",
+            "Use your packages from a second agent",
+            "Your packages work from any agent you connect. Connect another one.",
+            connections,
+            "Connect another agent",
+        ),
+    }
+    return steps.get(state)

@@ -1,6 +1,14 @@
 from django.urls import path
 
-from apps.accounts import banner_views, passkey_views, time_zones, two_factor_views, views
+from apps.accounts import (
+    banner_views,
+    experiments_views,
+    passkey_views,
+    time_zones,
+    tips_views,
+    two_factor_views,
+    views,
+)
 from apps.accounts.deletion import views as deletion_views
 from apps.accounts.export import views as export_views
 from apps.accounts.social import views as social_views
@@ -69,6 +77,13 @@ urlpatterns = [
         name="settings_time_zone",
     ),
     path("account/settings/experiments", views.settings_experiments, name="settings_experiments"),
+    path("account/experiments", experiments_views.experiments_alias, name="experiments"),
+    path(
+        "account/settings/tips-email",
+        views.mutation(tips_views.settings_tips_email),
+        name="settings_tips_email",
+    ),
+    path("account/tips/unsubscribe", tips_views.unsubscribe, name="tips_unsubscribe"),
     path("account/settings/release-email", views.settings_release_email, name="release_email"),
     path("account/email/confirm", views.email_change_confirm, name="email_confirm"),
     path("account/email/release", views.email_release_confirm, name="email_release"),

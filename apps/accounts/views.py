@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from apps.accounts import forms, time_zones
 from apps.accounts.models import User
 from apps.accounts.page_writes import guarded_page_write
-from apps.accounts.services import identity, referrals, tokens
+from apps.accounts.services import identity, referrals, tips, tokens
 from apps.entitlements import plans
 from apps.entitlements.services import usage_summary
 from kody.errors import KodyError
@@ -295,6 +295,7 @@ def home(request: HttpRequest) -> HttpResponse:
         "account": user,
         "plan": _plan(user).label,
         "sections": summary.sections(user),
+        "next_step": summary.next_step(user),
         "token_count": sum(1 for t in tokens.list_tokens(user) if t.kind == "pat"),
     }
     return _render(request, "home.html", context)
@@ -411,6 +412,7 @@ def _settings_page(
         "former_emails": identity.former_emails(user),
         "time_zones": time_zones.choices(),
         "time_zone": user.time_zone or time_zones.UTC,
+        "tips_opted_out": tips.is_opted_out(user),
     }
     return _render(request, "settings.html", context, status=status)
 
