@@ -69,6 +69,7 @@ def sql() -> Callable[..., int]:
 # runs those tests after the others, so only they can meet an empty table). The operators group
 # is left out: its migration rebuilds permissions through the app registry.
 SEEDS = (
+    ("apps.accounts.migrations.0009_seed_product_flags", "seed_flags"),
     ("apps.entitlements.migrations.0002_storage_reconcile_cursor_row", "create_cursor"),
     ("apps.jobs.migrations.0002_wake_alarms_periodic_task", "create_wake"),
     ("apps.mailbox.migrations.0002_database_foreign_keys_and_marker", "create_marker"),
