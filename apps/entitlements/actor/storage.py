@@ -61,8 +61,11 @@ class StorageBytesPart(MeterPart):
                 " RETURNING bytes, revision",
                 {"amount": amount, "limit": int(limit)},
             )
-            charged = cursor.fetchone()
-            current = charged or self._storage(cursor)
+            return self._reservation(cursor, cursor.fetchone(), limit)
+
+    def _reservation(self, cursor: Any, charged: tuple | None, limit: int) -> StorageReservation:
+        """The reply to a reservation: ``charged`` is the UPDATE's row, None when refused."""
+        current = charged or self._storage(cursor)
         if current is None:
             return {"needs_bootstrap": True, "allowed": False, "bytes": 0, "revision": 0}
         return {
@@ -92,17 +95,7 @@ class StorageBytesPart(MeterPart):
                 " RETURNING bytes, revision",
                 {"amount": amount, "limit": int(limit), "uid": self.user_id},
             )
-            charged = cursor.fetchone()
-            current = charged or self._storage(cursor)
-        if current is None:
-            return {"needs_bootstrap": True, "allowed": False, "bytes": 0, "revision": 0}
-        return {
-            "needs_bootstrap": False,
-            "allowed": charged is not None,
-            "bytes": current[0],
-            "revision": current[1],
-            "limit": int(limit),
-        }
+            return self._reservation(cursor, cursor.fetchone(), limit)
 
     def set_storage_bytes(self, value: int, expected_revision: int | None = None) -> dict[str, Any]:
         """Absolute set from reconciliation; with ``expected_revision``, only if unchanged (CAS)."""
