@@ -97,9 +97,13 @@ def _no_usage_events_buffered_by_another_test(request: pytest.FixtureRequest) ->
         return
     from django_redis import get_redis_connection
 
-    from apps.entitlements.services.usage import BUFFER_KEY
+    from apps.entitlements.services.usage import KEY_TAG
 
-    get_redis_connection("default").delete(BUFFER_KEY)
+    client = get_redis_connection("default")
+    # The buffer, the drainers' ledger and any processing list a drain left behind.
+    stale = list(client.scan_iter(match=f"{KEY_TAG}:*", count=1000))
+    if stale:
+        client.delete(*stale)
 
 
 def _transactional(request: pytest.FixtureRequest) -> bool:

@@ -21,7 +21,7 @@ from django.urls import URLPattern, URLResolver, path
 from django.utils import timezone
 
 from apps.accounts import models as m
-from apps.accounts.admin_reserved import reserved_usernames_view
+from apps.accounts.admin_reserved import reserved_usernames_view, serve_at_site_root
 from apps.accounts.models.users import normalize_email, stable_user_id_for
 from apps.accounts.services import flags, identity
 from kody import console
@@ -81,6 +81,9 @@ _ATTRIBUTION = (
     "first_touch_landing_path",
     "first_touch_referrer",
 )
+
+
+serve_at_site_root()  # /admin/reserved-usernames/, the address operators are given
 
 
 @admin.register(m.User)

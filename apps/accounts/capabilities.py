@@ -196,4 +196,5 @@ from apps.accounts import admin_user_capabilities as _admin_user_capabilities  #
 from apps.accounts import feedback_capabilities as _feedback_capabilities  # noqa: E402, F401
 from apps.accounts import flag_capabilities as _flag_capabilities  # noqa: E402, F401
 from apps.accounts import platform_capabilities as _platform_capabilities  # noqa: E402, F401
+from apps.accounts import reserved_capabilities as _reserved_capabilities  # noqa: E402, F401
 from apps.accounts.deletion import capabilities as _deletion_capabilities  # noqa: E402, F401

@@ -53,6 +53,9 @@ class UsageRollup(models.Model):
 class UsageEvent(models.Model):
     """Append-only usage telemetry (the Analytics Engine stand-in); read only by reporting."""
 
+    # The buffered event's own id: a batch inserted twice (a drainer recovering a dead one's
+    # batch) adds nothing. Null only on rows written before events carried one.
+    event_key = models.UUIDField(unique=True, null=True, blank=True, editable=False)
     user_id = stable_user_id()
     metric = models.CharField(max_length=64)
     occurred_at = models.DateTimeField(default=timezone.now)

@@ -12,7 +12,10 @@ import sys
 import uuid
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
 
+import dj_database_url
 import psycopg
 import pytest
 from django.conf import settings
@@ -159,17 +162,74 @@ def test_the_watchdog_is_quiet_when_the_night_is_written(frozen_clock, dr_bucket
 # --- restore --------------------------------------------------------------------------------
 
 
+def server() -> dict[str, Any]:
+    """How the test run reaches its Postgres server (a Unix socket or TCP, with whatever
+    port, user and password it was configured with): the restore goes to the same server."""
+    db = settings.DATABASES["default"]
+    params = {
+        "host": db.get("HOST") or None,
+        "port": db.get("PORT") or None,
+        "user": db.get("USER") or None,
+        "password": db.get("PASSWORD") or None,
+    }
+    # OPTIONS also holds Django's own settings (e.g. ``pool``): keep what libpq understands.
+    libpq = {o.keyword.decode() for o in psycopg.pq.Conninfo.get_defaults()}
+    options = {k: v for k, v in (db.get("OPTIONS") or {}).items() if k in libpq}
+    return {k: v for k, v in params.items() if v is not None} | options
+
+
+def database_url(name: str) -> str:
+    """``DATABASE_URL`` for database ``name`` on the test run's server."""
+    params = server()
+    user = quote(str(params.get("user", "")), safe="")
+    secret = f":{quote(str(params['password']), safe='')}" if "password" in params else ""
+    host, port = str(params.get("host", "")), params.get("port")
+    query = {k: str(v) for k, v in params.items() if k not in ("host", "port", "user", "password")}
+    if host.startswith("/"):  # a socket directory travels as a query parameter
+        query = {"host": host, **({"port": str(port)} if port else {}), **query}
+        location = ""
+    else:
+        location = f"{host}:{port}" if port else host
+    suffix = f"?{urlencode(query)}" if query else ""
+    return f"postgres://{user}{secret}@{location}/{name}{suffix}"
+
+
+@pytest.mark.parametrize(
+    ("configured", "expected"),
+    [
+        (
+            {"HOST": "db.internal", "PORT": "6432", "USER": "kody", "PASSWORD": "p@ss:w/rd"},
+            {"HOST": "db.internal", "PORT": 6432, "USER": "kody", "PASSWORD": "p@ss:w/rd"},
+        ),
+        (
+            {"HOST": "/run/pg", "PORT": "", "USER": "postgres", "PASSWORD": ""},
+            {"HOST": "/run/pg", "USER": "postgres"},
+        ),
+    ],
+)
+def test_the_restore_target_is_reached_over_tcp_and_over_a_socket(
+    monkeypatch, configured, expected
+):
+    monkeypatch.setitem(
+        settings.DATABASES, "default", {**settings.DATABASES["default"], **configured}
+    )
+    parsed = dj_database_url.parse(database_url("kody_dr_x"))
+    # dj-database-url hands a socket directory to libpq as the ``host`` option.
+    parsed["HOST"] = parsed["HOST"] or parsed["OPTIONS"].get("host", "")
+    assert parsed["NAME"] == "kody_dr_x"
+    assert {k: parsed[k] for k in expected} == expected
+    assert server()["host"] == configured["HOST"]
+
+
 @pytest.fixture
 def empty_databases():
-    host = settings.DATABASES["default"]["HOST"]
-    if not host.startswith("/"):
-        pytest.skip("this test provisions throwaway databases on the embedded server")
+    # Over a socket or TCP alike; a server that refuses CREATE DATABASE fails the test loudly.
     name = f"kody_dr_{uuid.uuid4().hex[:8]}"
-    admin = psycopg.connect(host=host, user="postgres", dbname="postgres", autocommit=True)
+    admin = psycopg.connect(**server(), dbname="postgres", autocommit=True)
     for db in (name, f"{name}_audit"):
         admin.execute(f'CREATE DATABASE "{db}"')
     try:
-        yield host, name
+        yield name
     finally:
         for db in (name, f"{name}_audit"):
             admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
@@ -195,10 +255,11 @@ def test_an_export_restores_into_an_empty_database(
     some_data(owner)
     finish(timezone.now())
     night = export.night_of(timezone.now()).isoformat()
-    host, name = empty_databases
+    name = empty_databases
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://postgres@/{name}?host={host}",
+        "DATABASE_URL": database_url(name),
+        "AUDIT_DATABASE_URL": database_url(f"{name}_audit"),
         "REDIS_URL": settings.REDIS_URL,
         "KODY_VAR_DIR": str(tmp_path / "var"),
     }
@@ -208,7 +269,7 @@ def test_an_export_restores_into_an_empty_database(
     done = manage(env, "dr_restore", night)
     assert f"restored night={night}" in done.stdout
 
-    with psycopg.connect(host=host, user="postgres", dbname=name) as conn:
+    with psycopg.connect(**server(), dbname=name) as conn:
         users = conn.execute("SELECT stable_user_id FROM users ORDER BY stable_user_id").fetchall()
         assert [u for (u,) in users] == sorted([owner.stable_user_id, outsider.stable_user_id])
         assert conn.execute(
@@ -222,7 +283,7 @@ def test_an_export_restores_into_an_empty_database(
         top = conn.execute("SELECT max(id) FROM users").fetchone()[0]
         nxt = conn.execute("SELECT nextval(pg_get_serial_sequence('users', 'id'))").fetchone()[0]
         assert nxt > top
-    with psycopg.connect(host=host, user="postgres", dbname=f"{name}_audit") as conn:
+    with psycopg.connect(**server(), dbname=f"{name}_audit") as conn:
         assert conn.execute(
             "SELECT count(*) FROM audit_events WHERE reason = 'bad_password'"
         ).fetchone() == (1,)

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db.models.signals import post_save
 from django.utils import timezone
 
 from apps.accounts.models import AuditEvent
@@ -300,6 +301,38 @@ def test_operator_applies_across_accounts_audit_first_and_reverts(
         assert [a[0] for a in mine_rows] == [f"{name}:intent", name]
         assert mine_rows[-1][1] == "success"
     assert ("adminPackageCodemodScan", "success") in actions
+
+
+@pytest.mark.parametrize("name", ["adminPackageCodemodScan", "adminPackageCodemodDryRun"])
+def test_operator_scan_and_dry_run_write_their_intent_before_the_run(as_owner, as_operator, name):
+    save(as_owner, doc_package("ada", "notes"))
+    saved: list[str] = []
+
+    def noted(sender: type, instance: Any, created: bool, **kwargs: Any) -> None:
+        if created:
+            saved.append(instance.action if sender is AuditEvent else "run")
+
+    post_save.connect(noted, sender=AuditEvent, dispatch_uid="codemod-order")
+    post_save.connect(noted, sender=PackageCodemodRun, dispatch_uid="codemod-order-run")
+    try:
+        as_operator.call(name, codemodId=CATEGORY)
+    finally:
+        post_save.disconnect(sender=AuditEvent, dispatch_uid="codemod-order")
+        post_save.disconnect(sender=PackageCodemodRun, dispatch_uid="codemod-order-run")
+    assert saved[: saved.index("run") + 1] == [f"{name}:intent", "run"]
+    assert saved[-1] == name
+
+
+@pytest.mark.parametrize("name", ["adminPackageCodemodScan", "adminPackageCodemodDryRun"])
+def test_no_intent_row_no_run(as_owner, as_operator, name, monkeypatch):
+    save(as_owner, doc_package("ada", "notes"))
+
+    def audit_down(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("audit database unavailable")
+
+    monkeypatch.setattr(AuditEvent.objects, "create", audit_down)
+    assert as_operator.raw(name, codemodId=CATEGORY).status_code == 500
+    assert not PackageCodemodRun.objects.exists()
 
 
 def test_unknown_codemod_is_refused_by_the_schema_and_starts_no_run(as_owner):

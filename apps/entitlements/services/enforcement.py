@@ -4,8 +4,13 @@ Design note: ``consume`` is exactly one UserMeter actor call: the actor checks t
 increments atomically under the user's row lock, so concurrent callers can never overshoot,
 and a day's first call creates the counter row (insert-if-absent) inside that same call. The
 plan comes from the Redis plan cache; no shared table is read or written. An allowed charge
-appends one usage event per unit to the Redis usage buffer (telemetry: a keyed retry that the
-meter answers from its record may append again; the rollups are reporting-grade counts).
+appends one usage event per unit to the Redis usage buffer, named by the charge the meter
+applied (user, resource, day and the counter's revision after it): a keyed retry the meter
+answers from its record replies with the same revision, so its events carry the same ids and
+the drain keeps one copy. A retry's reply cannot say "replayed" (the kernel answers it with the
+first attempt's record), and recording only on a "charged now" answer would lose the events of
+a first attempt whose reply timed out. A charge inside a caller's actor call records once that
+call commits, so a rolled-back call leaves no event.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
+from django.db import transaction
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
@@ -85,6 +91,20 @@ def _daily(name: str) -> None:
         raise NotMetered(details={"resource": name})
 
 
+def _record_now(record: Callable[[], None]) -> None:
+    record()
+
+
+def _record_on_commit(record: Callable[[], None]) -> None:
+    # The charge is part of the caller's transaction: its events exist only if that commits.
+    transaction.on_commit(record)
+
+
+def _charge_identity(result: Mapping[str, Any]) -> str:
+    # The counter's revision after this charge names it: a replayed reply repeats it.
+    return f"{result['resource']}:{result['day']}:{result['revision']}"
+
+
 def consume(
     user: Any, name: str, n: int = 1, *, now: datetime | None = None, key: str | None = None
 ) -> Charge:
@@ -113,6 +133,7 @@ def consume_in_call(
         now,
         lambda day, limit: meter.consume_in_call(context, name, day, n, limit),
         n,
+        record=_record_on_commit,
     )
 
 
@@ -122,9 +143,12 @@ def _charge(
     now: datetime | None,
     charge: Callable[[str, int], Mapping[str, Any]],
     n: int = 1,
+    *,
+    record: Callable[[Callable[[], None]], None] = _record_now,
 ) -> Charge:
     """The charge both ``consume`` forms make: the user's plan limit for today, ``charge(day,
-    limit)`` on the meter, and ``LimitReached`` when the meter did not allow it."""
+    limit)`` on the meter, and ``LimitReached`` when the meter did not allow it. ``record``
+    runs the usage-event write: now, or once the caller's transaction commits."""
     _daily(name)
     plan, day = cached_plan(uid), utc_day(now)
     limit = limit_for(plan, name)
@@ -133,7 +157,8 @@ def _charge(
     if not result["allowed"]:
         raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
     # Every metered action leaves one usage event per unit (the rollups' and insights' source).
-    usage.record_usage(uid, name, count=n)
+    identity = _charge_identity(result)
+    record(lambda: usage.record_usage(uid, name, count=n, identity=identity))
     return Charge(name, int(result["count"]), limit, plan, resets_at)
 
 
@@ -158,7 +183,7 @@ def consume_inbound_delivery(
     if not result["allowed"]:
         raise _limit_reached(name, limit, plan, resets_at, int(result["count"]))
     if result["charged"]:
-        usage.record_usage(uid, name, count=n)
+        usage.record_usage(uid, name, count=n, identity=_charge_identity(result))
     return Charge(name, int(result["count"]), limit, plan, resets_at, bool(result["charged"]))
 
 

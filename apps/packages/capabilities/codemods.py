@@ -1,7 +1,8 @@
 """Codemod capabilities: the owner's (domain ``packages``, their own packages only) and the
 operator's (domain ``admin``, any account's packages, audited).
 
-Scan and dry run settle their first items in the call and change nothing but the run's rows;
+Scan and dry run settle their first items in the call and change nothing but the run's rows
+(the operator's forms still write their audit intent first, as every operator write does);
 apply and revert are worked by a task (and resumed by the ``codemod_runs`` lane), so the reply
 is the run as started: read its items back with ``packageCodemodList`` and ``runId``.
 """
@@ -236,6 +237,8 @@ def admin_package_codemod_scan(
     packageIds: list[str] | None = None,  # noqa: N803
     limit: int = runs.MAX_PACKAGES,
 ) -> dict[str, Any]:
+    # Audit-first like every operator write: the run's rows are a write, whatever they show.
+    audit.record_intent(ctx, "adminPackageCodemodScan", f"codemod={codemodId}")
     run = _admin_start(ctx, CodemodMode.SCAN, codemodId, userId, packageIds, limit)
     return _inline(run, None)
 
@@ -256,6 +259,7 @@ def admin_package_codemod_dry_run(
     packageIds: list[str] | None = None,  # noqa: N803
     limit: int = runs.MAX_PACKAGES,
 ) -> dict[str, Any]:
+    audit.record_intent(ctx, "adminPackageCodemodDryRun", f"codemod={codemodId}")
     run = _admin_start(ctx, CodemodMode.DRY_RUN, codemodId, userId, packageIds, limit)
     return _inline(run, None)
 
