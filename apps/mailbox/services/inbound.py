@@ -159,8 +159,9 @@ def _deliver_to_user(raw: bytes, user: Any, delivery_id: str, envelope_from: str
     except Exception as exc:
         log.exception("inbound %s for %s failed at a retryable step", delivery_id, uid)
         raise InboundRetry() from exc
-    # The receive was charged with the claim; its usage event follows the stored graph.
-    entitlements.record_usage(uid, RECEIVES)
+    # The receive was charged with the claim; its usage event follows the stored graph. Named
+    # by the delivery, so a retried delivery that stores again still counts once.
+    entitlements.record_usage(uid, RECEIVES, identity=delivery_id)
     return outcome
 
 

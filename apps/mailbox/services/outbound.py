@@ -322,5 +322,10 @@ def record_provider_event(
     recorded = bool(result["recorded"])
     if recorded:
         # Content-free outcome telemetry: the admin insights' delivery-outcome chart.
-        entitlements.record_usage(row.user_id, f"{DELIVERY_METRIC_PREFIX}{event_type}")
+        # Named by the provider's event, so a redelivered webhook counts once.
+        entitlements.record_usage(
+            row.user_id,
+            f"{DELIVERY_METRIC_PREFIX}{event_type}",
+            identity=f"{provider}:{provider_event_id}",
+        )
     return recorded
