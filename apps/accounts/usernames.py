@@ -205,14 +205,15 @@ def format_error(username: str) -> str | None:
 
 def add_reserved(token: str, *, by_stable_user_id: str) -> Override:
     token = token.strip().lower()
-    current = read_override() or Override()
-    updated = Override(
-        added=current.added | {token},
-        removed=current.removed - {token},
-        updated_at=timezone.now().isoformat(),
-        updated_by=by_stable_user_id,
-    )
-    write_override(updated)
+    with store.locked(OVERRIDE_KEY):  # two operators' changes both land
+        current = read_override() or Override()
+        updated = Override(
+            added=current.added | {token},
+            removed=current.removed - {token},
+            updated_at=timezone.now().isoformat(),
+            updated_by=by_stable_user_id,
+        )
+        write_override(updated)
     return updated
 
 
@@ -220,12 +221,13 @@ def remove_reserved(token: str, *, by_stable_user_id: str) -> Override:
     token = token.strip().lower()
     if _protected(token):
         raise ValueError(f"{token!r} is a protected system name and cannot be unreserved")
-    current = read_override() or Override()
-    updated = Override(
-        added=current.added - {token},
-        removed=current.removed | ({token} if token in BUILT_IN else set()),
-        updated_at=timezone.now().isoformat(),
-        updated_by=by_stable_user_id,
-    )
-    write_override(updated)
+    with store.locked(OVERRIDE_KEY):
+        current = read_override() or Override()
+        updated = Override(
+            added=current.added - {token},
+            removed=current.removed | ({token} if token in BUILT_IN else set()),
+            updated_at=timezone.now().isoformat(),
+            updated_by=by_stable_user_id,
+        )
+        write_override(updated)
     return updated

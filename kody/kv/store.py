@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -19,6 +22,17 @@ class NotYourKey(PermissionError):
 
 def _live() -> Q:
     return Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+
+
+@contextmanager
+def locked(key: str) -> Iterator[None]:
+    """A transaction in which nobody else holding ``locked(key)`` runs: for a read, change and
+    write of one entry (an upsert alone cannot merge two writers' changes). A transaction-scoped
+    advisory lock, so it also covers a key that has no row yet."""
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ["kv:" + key])
+        yield
 
 
 def get(key: str) -> bytes | None:

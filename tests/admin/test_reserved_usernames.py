@@ -190,3 +190,30 @@ def test_a_name_reserved_by_an_operator_then_refuses_signup(api, operator, clien
         )
         assert response.status_code in (400, 422) and "reserved" in response.content.decode()
         assert not User.objects.filter(username=taken).exists()
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "audit"])
+def test_two_operators_reserving_at_once_both_land():
+    # Each change reads, merges and writes the one stored override: without a lock the second
+    # writer would overwrite the first one's name.
+    import threading
+
+    from django.db import connections
+
+    names = [f"launch-{n}" for n in range(8)]
+    start = threading.Barrier(len(names))
+
+    def reserve(name: str) -> None:
+        try:
+            start.wait()
+            usernames.add_reserved(name, by_stable_user_id="operator")
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=reserve, args=(name,)) for name in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    override = usernames.read_override()
+    assert override is not None and set(names) <= override.added
