@@ -150,3 +150,39 @@ def test_a_free_invoice_rewards_nothing(client, owner, django_capture_on_commit_
 
 def test_nobody_refers_themselves(owner):
     assert referrals.attribute(owner, owner.username) is None
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "audit"])
+def test_two_concurrent_deliveries_reward_once(owner, outsider):
+    # Two webhook workers paying out the same referral at the same moment (two invoices, so
+    # the webhook ledger lets both through): the referral row's pending→rewarded update lets
+    # one win; the referrer's credit moves once.
+    import threading
+
+    from django.db import connections
+
+    Referral.objects.create(
+        referrer_stable_user_id=owner.stable_user_id,
+        referee_stable_user_id=outsider.stable_user_id,
+    )
+    start = threading.Barrier(2)
+    answers: list[str] = []
+
+    def pay(invoice: str) -> None:
+        try:
+            start.wait()
+            answers.append(referrals.reward_for_invoice(outsider.stable_user_id, invoice, None))
+        finally:
+            connections.close_all()
+
+    before = timezone.now()
+    threads = [threading.Thread(target=pay, args=(f"in_race_{n}",)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(answers) == ["none", "rewarded"]
+    owner.refresh_from_db()
+    credit = owner.referral_standard_credit_expires_at
+    assert before + referrals.REWARD <= credit <= timezone.now() + referrals.REWARD
+    assert Referral.objects.get().status == "rewarded"
