@@ -26,6 +26,7 @@ from apps.accounts.deletion.stripe_settlement import idempotency_key
 from apps.accounts.models import AccountDeletion, DeletionStatus, User
 from config.buckets import bucket_storages
 from tests.accounts.factories import UserFactory
+from tests.concurrency import in_threads
 from tests.entitlements.stripe_fake import StripeFake
 
 pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
@@ -89,26 +90,6 @@ def hold_first_listing(stripe: StripeFake, wait: float = 2.0) -> None:
 
 def issued_by_us(stripe: StripeFake) -> list[dict]:
     return [n for n in stripe.credit_notes if n["metadata"].get("kody_account_deletion") == "1"]
-
-
-def in_threads(*targets) -> list[object]:  # type: ignore[no-untyped-def]
-    """Run each target in its own thread (own DB connection); their results or exceptions."""
-    results: list[object] = [None] * len(targets)
-
-    def runner(index: int) -> None:
-        try:
-            results[index] = targets[index]()
-        except Exception as exc:  # noqa: BLE001 - the test reads what each run ended with
-            results[index] = exc
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=runner, args=(i,)) for i in range(len(targets))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results
 
 
 def test_two_concurrent_runs_of_one_deletion_issue_exactly_one_credit_note(stripe, subscriber):

@@ -15,6 +15,7 @@ from apps.accounts.models import AuditEvent, User
 from apps.accounts.services.tokens import create_token
 from kody.kv import store
 from tests.cast import PASSWORD, bearer
+from tests.concurrency import in_threads
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
 
@@ -196,24 +197,14 @@ def test_a_name_reserved_by_an_operator_then_refuses_signup(api, operator, clien
 def test_two_operators_reserving_at_once_both_land():
     # Each change reads, merges and writes the one stored override: without a lock the second
     # writer would overwrite the first one's name.
-    import threading
-
-    from django.db import connections
-
     names = [f"launch-{n}" for n in range(8)]
-    start = threading.Barrier(len(names))
-
-    def reserve(name: str) -> None:
-        try:
-            start.wait()
-            usernames.add_reserved(name, by_stable_user_id="operator")
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=reserve, args=(name,)) for name in names]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    results = in_threads(
+        *(
+            (lambda name=name: usernames.add_reserved(name, by_stable_user_id="operator"))
+            for name in names
+        ),
+        together=True,
+    )
+    assert not [r for r in results if isinstance(r, Exception)]
     override = usernames.read_override()
     assert override is not None and set(names) <= override.added

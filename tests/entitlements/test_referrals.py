@@ -18,6 +18,7 @@ from apps.entitlements.plans import Plan
 from apps.entitlements.services import billing
 from apps.entitlements.services.plan_cache import cached_plan
 from tests.accounts.factories import PASSWORD
+from tests.concurrency import in_threads
 from tests.entitlements.test_billing import event, post_webhook
 
 pytestmark = pytest.mark.django_db(databases=["default", "audit"])
@@ -157,30 +158,22 @@ def test_two_concurrent_deliveries_reward_once(owner, outsider):
     # Two webhook workers paying out the same referral at the same moment (two invoices, so
     # the webhook ledger lets both through): the referral row's pending→rewarded update lets
     # one win; the referrer's credit moves once.
-    import threading
-
-    from django.db import connections
-
     Referral.objects.create(
         referrer_stable_user_id=owner.stable_user_id,
         referee_stable_user_id=outsider.stable_user_id,
     )
-    start = threading.Barrier(2)
-    answers: list[str] = []
-
-    def pay(invoice: str) -> None:
-        try:
-            start.wait()
-            answers.append(referrals.reward_for_invoice(outsider.stable_user_id, invoice, None))
-        finally:
-            connections.close_all()
-
     before = timezone.now()
-    threads = [threading.Thread(target=pay, args=(f"in_race_{n}",)) for n in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = in_threads(
+        *(
+            (
+                lambda invoice=f"in_race_{n}": referrals.reward_for_invoice(
+                    outsider.stable_user_id, invoice, None
+                )
+            )
+            for n in range(2)
+        ),
+        together=True,
+    )
     assert sorted(answers) == ["none", "rewarded"]
     owner.refresh_from_db()
     credit = owner.referral_standard_credit_expires_at
