@@ -12,29 +12,21 @@ import pytest
 import time_machine
 
 from apps.packages.models import SecretEntry, UserIntegration
-from apps.packages.services import crypto, secrets
+from apps.packages.services import secrets
 from apps.packages.services.integrations import live_access_token, read_access_token
-from tests.fakes.oauth_provider import OAuthProviderFake
 from tests.packages.conftest import Agent
 from tests.packages.oauth_flow import APP_SECRET, authorize, byo_app, callback, connect, query
 
-pytestmark = pytest.mark.django_db(databases=["default", "audit"])
-
-
-@pytest.fixture(autouse=True)
-def fresh_keyring():
-    crypto.keyring.cache_clear()
-    yield
-    crypto.keyring.cache_clear()
+pytestmark = [
+    pytest.mark.django_db(databases=["default", "audit"]),
+    pytest.mark.usefixtures("fresh_keyring"),
+]
 
 
 @pytest.fixture
-def provider(settings):
-    settings.KODY_FETCH_ALLOW_LOOPBACK = True
-    with OAuthProviderFake() as fake:
-        fake.add_client("fake-client", APP_SECRET)
-        fake.add_client("public-client", None)
-        yield fake
+def provider(provider):
+    provider.add_client("public-client", None)  # a client without a secret (PKCE only)
+    return provider
 
 
 @pytest.fixture

@@ -9,44 +9,21 @@ import base64
 import io
 
 import pytest
-from django.conf import settings as django_settings
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import override_settings
 from PIL import Image
 
 from apps.accounts.importing import rule_for
 from apps.accounts.models import PlatformOAuthApp
 from apps.packages.models import IntegrationProvider, UserIntegration, UserOauthApp
-from apps.packages.services import crypto
-from config.buckets import bucket_storages
 from kody.capabilities import all_capabilities
 from tests.fakes.oauth_provider import OAuthProviderFake
 from tests.packages.conftest import Agent
 from tests.packages.oauth_flow import APP_SECRET, byo_app, connect
 
-pytestmark = pytest.mark.django_db(databases=["default", "audit"])
-
-
-@pytest.fixture(autouse=True)
-def fresh_keyring():
-    crypto.keyring.cache_clear()
-    yield
-    crypto.keyring.cache_clear()
-
-
-@pytest.fixture(autouse=True)
-def fs_buckets(tmp_path):
-    conf = bucket_storages(use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path)
-    with override_settings(STORAGES={**django_settings.STORAGES, **conf}):
-        yield tmp_path
-
-
-@pytest.fixture
-def provider(settings):
-    settings.KODY_FETCH_ALLOW_LOOPBACK = True
-    with OAuthProviderFake() as fake:
-        fake.add_client("fake-client", APP_SECRET)
-        yield fake
+pytestmark = [
+    pytest.mark.django_db(databases=["default", "audit"]),
+    pytest.mark.usefixtures("fresh_keyring", "fs_buckets"),
+]
 
 
 @pytest.fixture

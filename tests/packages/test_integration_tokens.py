@@ -16,48 +16,26 @@ import secrets as pysecrets
 import threading
 
 import pytest
-from django.conf import settings as django_settings
 from django.core.management import call_command
 from django.db import connection
-from django.test import Client, override_settings
+from django.test import Client
 
 from apps.accounts.export import service as export
 from apps.accounts.models import User
 from apps.packages.models import SecretEntry, UserIntegration, UserOauthApp
-from apps.packages.services import crypto
 from apps.packages.services.integrations import read_access_token
-from config.buckets import bucket_storages
 from tests.accounts.factories import UserFactory
 from tests.fakes.oauth_provider import OAuthProviderFake
 from tests.packages.conftest import Agent
 from tests.packages.oauth_flow import APP_SECRET, byo_app, connect
 
-pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "audit"])
+pytestmark = [
+    pytest.mark.django_db(transaction=True, databases=["default", "audit"]),
+    pytest.mark.usefixtures("fresh_keyring", "fs_buckets"),
+]
 API_HOST = "api.fake.test"
 OTHER_HOST = "elsewhere.test"
 CALLERS = 8
-
-
-@pytest.fixture(autouse=True)
-def fresh_keyring():
-    crypto.keyring.cache_clear()
-    yield
-    crypto.keyring.cache_clear()
-
-
-@pytest.fixture(autouse=True)
-def fs_buckets(tmp_path):
-    conf = bucket_storages(use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path)
-    with override_settings(STORAGES={**django_settings.STORAGES, **conf}):
-        yield tmp_path
-
-
-@pytest.fixture
-def provider(settings):
-    settings.KODY_FETCH_ALLOW_LOOPBACK = True
-    with OAuthProviderFake() as fake:
-        fake.add_client("fake-client", APP_SECRET)
-        yield fake
 
 
 def person(label: str) -> tuple[User, Agent, Client]:

@@ -8,43 +8,27 @@ import json
 import secrets as pysecrets
 
 import pytest
-from django.conf import settings as django_settings
-from django.test import Client, override_settings
+from django.test import Client
 from rest_framework.test import APIClient
 
 from apps.packages.models import SecretEntry, UserIntegration
-from apps.packages.services import crypto
-from config.buckets import bucket_storages
 from tests.accounts.factories import UserFactory
 from tests.fakes.oauth_provider import OAuthProviderFake
 from tests.packages.conftest import Agent
-from tests.packages.oauth_flow import APP_SECRET, authorize, byo_app, callback, connect
+from tests.packages.oauth_flow import authorize, byo_app, callback, connect
 
-pytestmark = pytest.mark.django_db(databases=["default", "audit"])
+pytestmark = [
+    pytest.mark.django_db(databases=["default", "audit"]),
+    pytest.mark.usefixtures("fresh_keyring", "fs_buckets"),
+]
 API_HOST = "api.fake.test"
 
 
-@pytest.fixture(autouse=True)
-def fresh_keyring():
-    crypto.keyring.cache_clear()
-    yield
-    crypto.keyring.cache_clear()
-
-
-@pytest.fixture(autouse=True)
-def fs_buckets(tmp_path):
-    conf = bucket_storages(use_s3=False, endpoint_url="", bucket_prefix="", var_dir=tmp_path)
-    with override_settings(STORAGES={**django_settings.STORAGES, **conf}):
-        yield tmp_path
-
-
 @pytest.fixture
-def provider(settings):
-    settings.KODY_FETCH_ALLOW_LOOPBACK = True
+def provider(provider, settings):
+    # Saved packages' fetches reach the provider's API host in these tests.
     settings.KODY_EXECUTE_FETCH_ALLOW = {API_HOST}
-    with OAuthProviderFake() as fake:
-        fake.add_client("fake-client", APP_SECRET)
-        yield fake
+    return provider
 
 
 @pytest.fixture
