@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from apps.packages.models import SecretEntry, UserIntegration
@@ -117,17 +118,19 @@ def refresh_fingerprint(user_id: str, integration: UserIntegration) -> str:
     return secrets.sealed_fingerprint(user_id, refresh_secret_name(integration.name))
 
 
+def _token_secrets(user_id: str, *names: str) -> QuerySet[SecretEntry]:
+    """The user's own account-wide secrets of these names (where tokens are sealed)."""
+    return SecretEntry.objects.filter(
+        bucket__user_id=user_id, bucket__scope="user", bucket__binding_key="", name__in=names
+    )
+
+
 def token_state(user_id: str, integration: UserIntegration) -> tuple[str, Any]:
     """(status, access token expiry): ``pending`` before the first connection, ``connected``,
     ``expired`` (refresh it), or ``missing`` (its secret was deleted: connect again)."""
     if not integration.access_token_secret_name:
         return "pending", None
-    entry = SecretEntry.objects.filter(
-        bucket__user_id=user_id,
-        bucket__scope="user",
-        bucket__binding_key="",
-        name=access_secret_name(integration.name),
-    ).first()
+    entry = _token_secrets(user_id, access_secret_name(integration.name)).first()
     if entry is None:
         return "missing", None
     if entry.expires_at is not None and entry.expires_at <= timezone.now():
@@ -154,12 +157,7 @@ def reserved_to_granted_packages(user_id: str, secret_name: str) -> bool:
 
 def granted_packages(user_id: str, integration: UserIntegration) -> list[str] | None:
     """The packages the access token's secret is granted to now (None before a token)."""
-    entry = SecretEntry.objects.filter(
-        bucket__user_id=user_id,
-        bucket__scope="user",
-        bucket__binding_key="",
-        name=access_secret_name(integration.name),
-    ).first()
+    entry = _token_secrets(user_id, access_secret_name(integration.name)).first()
     return list(entry.allowed_packages) if entry is not None else None
 
 
@@ -167,12 +165,9 @@ def set_grants(user_id: str, integration: UserIntegration, packages: Sequence[st
     """Make both token secrets granted to exactly ``packages``; runs in the caller's
     transaction. Returns how many secrets changed."""
     wanted = sorted(set(packages))
-    entries = SecretEntry.objects.select_for_update().filter(
-        bucket__user_id=user_id,
-        bucket__scope="user",
-        bucket__binding_key="",
-        name__in=[access_secret_name(integration.name), refresh_secret_name(integration.name)],
-    )
+    entries = _token_secrets(
+        user_id, access_secret_name(integration.name), refresh_secret_name(integration.name)
+    ).select_for_update()
     changed = 0
     for entry in entries:
         if list(entry.allowed_packages) != wanted:
