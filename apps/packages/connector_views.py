@@ -53,7 +53,7 @@ def connector_detail_json(request: HttpRequest, instance_id: str) -> JsonRespons
     try:
         if request.method == "POST":
             with write_guard(request.user, "ui:remote_connector_json"):
-                removed = _json_action(request, uid, instance_id)
+                removed = _apply_action(request, uid, instance_id)
             if removed is not None:
                 return JsonResponse(removed)
         connector = remote_connectors.get(uid, instance_id)
@@ -62,7 +62,8 @@ def connector_detail_json(request: HttpRequest, instance_id: str) -> JsonRespons
     return JsonResponse({"connector": connector})
 
 
-def _json_action(request: HttpRequest, uid: str, instance_id: str) -> dict[str, Any] | None:
+def _apply_action(request: HttpRequest, uid: str, instance_id: str) -> dict[str, Any] | None:
+    """The page's and the JSON twin's POST ``action``; what was removed, else None."""
     action = request.POST.get("action", "")
     if action == "remove":
         return dict(remote_connectors.remove(uid, instance_id))
@@ -113,17 +114,10 @@ def connector_detail(request: HttpRequest, instance_id: str) -> HttpResponse:
     uid = _uid(request)
     try:
         if request.method == "POST":
-            action = request.POST.get("action", "")
-            if action == "remove":
-                remote_connectors.remove(uid, instance_id)
-                return redirect("packages:remote_connectors")
-            if action == "secret":
-                secret = request.POST.get("sharedSecret", "")[:300]
-                remote_connectors.update(uid, instance_id, secret=secret)
-            elif action in FLAGS:
-                remote_connectors.update(uid, instance_id, **FLAGS[action])
-            else:
+            if request.POST.get("action", "") not in {"remove", "secret", *FLAGS}:
                 return HttpResponse("Unknown action.", status=400)
+            if _apply_action(request, uid, instance_id) is not None:  # removed
+                return redirect("packages:remote_connectors")
             return redirect("packages:remote_connector", instance_id=instance_id)
         connector = remote_connectors.get(uid, instance_id)
     except KodyError as exc:

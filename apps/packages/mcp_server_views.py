@@ -49,7 +49,7 @@ def server_detail_json(request: HttpRequest, server_id: str) -> JsonResponse:
     try:
         if request.method == "POST":
             with write_guard(request.user, "ui:mcp_server_json"):
-                answer = _json_action(uid, server_id, request.POST.get("action", ""))
+                answer = _apply_action(uid, server_id, request.POST.get("action", ""))
             if answer is not None:
                 return JsonResponse(answer)
         server = mcp_servers.get(uid, server_id)
@@ -59,7 +59,9 @@ def server_detail_json(request: HttpRequest, server_id: str) -> JsonResponse:
     return JsonResponse({"server": server, "tools": tools})
 
 
-def _json_action(uid: str, server_id: str, action: str) -> dict[str, Any] | None:
+def _apply_action(uid: str, server_id: str, action: str) -> dict[str, Any] | None:
+    """The page's and the JSON twin's POST ``action``: what was removed, the authorize URL,
+    else None."""
     if action not in ACTIONS:
         raise InvalidInput(
             "action must be one of: " + ", ".join(ACTIONS) + ".", details={"field": "action"}
@@ -106,22 +108,16 @@ def server_detail(request: HttpRequest, server_id: str) -> HttpResponse:
             action = request.POST.get("action", "")
             if action not in ACTIONS:
                 return HttpResponse("Unknown action.", status=400)
+            done = _apply_action(uid, server_id, action)
             if action == "remove":
-                mcp_servers.remove(uid, server_id)
                 return redirect("packages:mcp_servers")
             if action == "authorize":
-                url = mcp_servers.authorize_start(uid, server_id)
+                url = str(done["authorizeUrl"]) if done else ""
                 if urlsplit(url).scheme not in ("https", "http"):
                     return HttpResponse(
                         "The server named an unusable authorization URL.", status=502
                     )
                 return HttpResponseRedirect(url)
-            if action == "reconnect":
-                mcp_servers.reconnect(uid, server_id)
-            elif action == "refresh":
-                mcp_servers.refresh(uid, server_id)
-            else:
-                mcp_servers.set_enabled(uid, server_id, action == "enable")
             return redirect("packages:mcp_server", server_id=server_id)
         server = mcp_servers.get(uid, server_id)
         tools = mcp_servers.tools(uid, server_id)
